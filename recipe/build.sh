@@ -1,0 +1,201 @@
+#!/bin/bash
+# Script of the top-level build (libtorch-split) and of every pytorch output.
+#
+# It only sets the build environment and calls the stdlib-only helpers in
+# $RECIPE_DIR/megabuild for every CMakeCache edit, staging and splitting step
+# (see README.md, "How the megabuild works").
+set -euo pipefail
+
+# Keep in sync with `megabuild_python` in meta.yaml: the Python the top-level
+# build configures against; other Pythons get a cache edited from it.
+MEGABUILD_PYTHON=3.12
+STAGING="$SRC_DIR/_megabuild/staging"
+SPLIT_SPEC="$RECIPE_DIR/split_spec.json"
+
+run_megabuild() {
+    PYTHONPATH="$RECIPE_DIR" "$PREFIX/bin/python" -m megabuild "$@"
+}
+
+echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_compiler_version}, blas ${blas_impl}, megabuild ${megabuild})"
+
+############################ compiler and linker ############################
+# PyTorch sets the C++ standard itself (C++20 for 2.13) and warns if the
+# flags carry another one.
+CXXFLAGS="$(echo "${CXXFLAGS:-}" | sed -E 's/-std=c\+\+[0-9a-z]+//g')"
+# Upstream relies on these symbols being visible to extension modules.
+CFLAGS="${CFLAGS:-}"
+CFLAGS="${CFLAGS//-fvisibility-inlines-hidden/}"
+CXXFLAGS="${CXXFLAGS//-fvisibility-inlines-hidden/} -w"
+# --as-needed / -dead_strip_dylibs drop the MKL layers PyTorch links explicitly.
+LDFLAGS="${LDFLAGS:-}"
+LDFLAGS="${LDFLAGS//-Wl,--as-needed/}"
+LDFLAGS="${LDFLAGS//-Wl,-dead_strip_dylibs/}"
+# libtorch_cuda must load lazily so that CPU-only machines can import torch.
+LDFLAGS="${LDFLAGS//-Wl,-z,now/-Wl,-z,lazy}"
+if [[ "${target_platform}" == linux-* ]]; then
+    LDFLAGS="${LDFLAGS} -Wl,-z,noexecstack"
+fi
+export CFLAGS CXXFLAGS LDFLAGS
+
+################################ CMake setup ################################
+export CMAKE_GENERATOR=Ninja
+export CMAKE_BUILD_TYPE=Release
+export CMAKE_PREFIX_PATH="$PREFIX"
+export CMAKE_LIBRARY_PATH="$PREFIX/lib:$PREFIX/include${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}"
+export Python_ROOT_DIR="$PREFIX"
+export MAX_JOBS="${CPU_COUNT:-2}"
+
+export PYTORCH_BUILD_VERSION="$PKG_VERSION"
+# 0 keeps setup.py from appending ".post<N>" to the version.
+export PYTORCH_BUILD_NUMBER=0
+# setup.py skips its vendored-library and git-submodule checks for conda builds.
+export PACKAGE_TYPE=conda
+export BUILD_TEST=0
+export INSTALL_TEST=0
+
+############################# system libraries ##############################
+export USE_SYSTEM_SLEEF=1
+export USE_SYSTEM_PYBIND11=1
+export USE_SYSTEM_EIGEN_INSTALL=1
+export USE_SYSTEM_FMT=1
+export BUILD_CUSTOM_PROTOBUF=OFF
+
+############################## feature switches #############################
+# Parity with the upstream wheels (README: "Features compared with upstream").
+export USE_MKLDNN=1
+export USE_KINETO=1
+export USE_DISTRIBUTED=1
+export USE_GLOO=1
+export USE_MPI=0
+export USE_NUMA=0
+export USE_ITT=0
+export USE_NNPACK=1
+export USE_PYTORCH_QNNPACK=1
+export USE_FBGEMM=1
+if [[ "${target_platform}" == osx-arm64 ]]; then
+    # FBGEMM is x86-only; oneDNN has no Apple-silicon support upstream.
+    export USE_FBGEMM=0
+    export USE_MKLDNN=0
+elif [[ "${target_platform}" == linux-aarch64 ]]; then
+    export USE_FBGEMM=0
+fi
+
+case "${blas_impl}" in
+    mkl)
+        export BLAS=MKL
+        ;;
+    generic)
+        # conda-forge's libblas/liblapack are OpenBLAS-compatible by default
+        # and switchable at install time.
+        export BLAS=OpenBLAS
+        export OpenBLAS_HOME="$PREFIX"
+        ;;
+    *)
+        echo "build.sh: unsupported blas_impl '${blas_impl}'" >&2
+        exit 1
+        ;;
+esac
+
+if [[ "${cuda_compiler_version}" != "None" ]]; then
+    export USE_CUDA=1
+    export USE_CUDNN=1
+    export USE_CUSPARSELT=1
+    export USE_NCCL=1
+    export USE_SYSTEM_NCCL=1
+    export USE_STATIC_NCCL=0
+    export USE_STATIC_CUDNN=0
+    export USE_SYSTEM_NVTX=1
+    export USE_CUFILE=0
+    export CUDA_VERSION="${cuda_compiler_version}"
+    export CUDAToolkit_ROOT="$PREFIX"
+    export CUDA_TOOLKIT_ROOT_DIR="$PREFIX"
+    export CUDAToolkit_BIN_DIR="${BUILD_PREFIX:-$PREFIX}/bin"
+    export NCCL_ROOT_DIR="$PREFIX"
+    export MAGMA_HOME="$PREFIX"
+    # The first pass builds libtorch_cuda_linalg without MAGMA; the second
+    # pass flips USE_MAGMA in the cache (build_libtorch below).
+    export USE_MAGMA=0
+    export TORCH_NVCC_FLAGS="-Xfatbin -compress-all"
+    export CMAKE_CUDA_FLAGS="-w -Xptxas -w"
+    # Architectures as in upstream's wheels of the same CUDA version
+    # (.ci/manywheel/build_cuda.sh).
+    case "${cuda_compiler_version}-${target_platform}" in
+        12.6-linux-64)
+            export TORCH_CUDA_ARCH_LIST="5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX"
+            ;;
+        12.6-linux-aarch64)
+            export TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"
+            ;;
+        13.0-linux-64)
+            export TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+            export TORCH_NVCC_FLAGS="${TORCH_NVCC_FLAGS} -compress-mode=size"
+            ;;
+        *)
+            echo "build.sh: no CUDA architecture list for CUDA ${cuda_compiler_version} on ${target_platform}" >&2
+            exit 1
+            ;;
+    esac
+else
+    export USE_CUDA=0
+    export USE_MAGMA=0
+    export TORCH_CUDA_ARCH_LIST=""
+fi
+
+split_args=()
+if [[ "${cuda_compiler_version}" != "None" ]]; then
+    split_args+=(--cuda)
+fi
+
+################################### steps ###################################
+build_libtorch() {
+    # setup.py only runs CMake's generate step when build/CMakeCache.txt is
+    # missing; every later pass (magma, each Python) reuses this build tree.
+    "$PREFIX/bin/python" setup.py build
+
+    local trees=(build/lib.*/torch)
+    if [[ ${#trees[@]} -ne 1 || ! -d "${trees[0]}" ]]; then
+        echo "build.sh: expected exactly one build/lib.*/torch, found: ${trees[*]}" >&2
+        exit 1
+    fi
+    run_megabuild split stage --spec "$SPLIT_SPEC" --tree "${trees[0]}" --staging "$STAGING" \
+        "${split_args[@]}" --linalg-variant nomagma
+
+    if [[ "${cuda_compiler_version}" != "None" ]]; then
+        # Only what depends on AT_MAGMA_ENABLED rebuilds; stage just the
+        # MAGMA-linked libtorch_cuda_linalg from this pass.
+        run_megabuild cache set USE_MAGMA=ON build/CMakeCache.txt
+        USE_MAGMA=1 "$PREFIX/bin/python" setup.py build
+        run_megabuild split stage --spec "$SPLIT_SPEC" --tree "${trees[0]}" --staging "$STAGING" \
+            "${split_args[@]}" --linalg-variant magma --only libtorch-cuda-linalg
+    fi
+
+    run_megabuild split verify --spec "$SPLIT_SPEC" --staging "$STAGING" "${split_args[@]}"
+    # The pristine cache every pytorch output starts from.
+    run_megabuild cache save build/CMakeCache.txt
+}
+
+build_pytorch() {
+    if [[ "${megabuild}" == "true" && "${PY_VER}" != "${MEGABUILD_PYTHON}" ]]; then
+        run_megabuild cache restore build/CMakeCache.txt --swap-python-from "${MEGABUILD_PYTHON}" --to "${PY_VER}"
+    else
+        run_megabuild cache restore build/CMakeCache.txt
+    fi
+    if [[ "${cuda_compiler_version}" != "None" ]]; then
+        export USE_MAGMA=1
+    fi
+    "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
+    run_megabuild split link-back --spec "$SPLIT_SPEC" --prefix "$PREFIX" --sp-dir "$SP_DIR"
+}
+
+case "${PKG_NAME}" in
+    libtorch-split)
+        build_libtorch
+        ;;
+    pytorch)
+        build_pytorch
+        ;;
+    *)
+        echo "build.sh: unexpected PKG_NAME '${PKG_NAME}' (libtorch-split or pytorch)" >&2
+        exit 1
+        ;;
+esac

@@ -1,0 +1,6 @@
+#!/bin/bash
+# Script of the libtorch output: move the files the top-level build staged
+# for libtorch into $PREFIX. Everything new in $PREFIX becomes the package.
+set -euo pipefail
+PYTHONPATH="$RECIPE_DIR" "$BUILD_PREFIX/bin/python" -m megabuild split install libtorch \
+    --staging "$SRC_DIR/_megabuild/staging" --prefix "$PREFIX"

@@ -1,0 +1,5 @@
+import sys
+
+from megabuild.cli import main
+
+sys.exit(main())
