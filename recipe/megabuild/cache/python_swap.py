@@ -1,0 +1,387 @@
+"""Rewrite the Python version recorded in a CMake cache (``cache swap-python``).
+
+Megabuild configures PyTorch once and, for every further Python, edits the
+cache instead of re-configuring. In conda-build each Python gets a host env
+at the *same* prefix, so the interpreter path (``$PREFIX/bin/python``) does
+not change; only version-bearing values do. FindPython trusts
+``_Python_INTERPRETER_PROPERTIES`` while ``Python_EXECUTABLE`` is unchanged,
+so that entry must be exactly what the new interpreter would report (the
+anchor feedstock's sed left the old patch level there). The development and
+NumPy entries are guarded by MD5 signatures: when we change their paths the
+signatures no longer match and CMake re-searches and rewrites them
+(``*_SIGNATURE`` entries are therefore never edited here).
+
+Which values are touched
+------------------------
+* Only entries whose key is Python-related (contains ``python``, ``numpy`` or
+  ``pybind``, case-insensitive) plus ``CMAKE_PREFIX_PATH`` (setup.py prepends
+  site-packages to it). ``CMAKE_COMMAND``/``CMAKE_ROOT`` live under
+  ``lib/python3.X/site-packages/cmake`` with pip's cmake and stay untouched.
+* Values are split into atoms at ``;``, ``[`` and ``]``. A path atom is edited
+  only if it lies under the host prefix (the prefix of the cache's
+  interpreter, ``<prefix>/bin/python``), and only after that prefix; paths
+  elsewhere (BUILD_PREFIX's Python, CUDA, /usr) are never edited, and an
+  entry whose paths all lie elsewhere is left alone entirely.
+* Forms rewritten: ``python3.11``/``libpython3.11`` path components,
+  ``cpython-311`` (SOABI, extension suffix) and ``python311``,
+  ``config-3.11``; a non-path atom that is the version (``3.11``, ``3.11.7``,
+  ``v3.11.7(...)`` in ``FIND_PACKAGE_MESSAGE_DETAILS_*``); the
+  ``Python;3;11;7;...`` list in ``_Python*_INTERPRETER_PROPERTIES``
+  (fields 1-3). A bare ``3.11`` inside a path is never touched, so
+  ``cuda-13.11`` or a ``3.11.1`` directory survive.
+
+Interpreter mode
+----------------
+When the interpreter the cache names exists (conda-build's host env at swap
+time), it is run with a tiny stdlib script and its full version, SOABI,
+sysconfig paths and ``numpy.get_include()`` become the source of truth; a
+disagreement with ``--to`` is an error. Otherwise (string mode) a full
+``--to X.Y.Z`` is needed wherever the cache records a patch level.
+
+The swap fails, leaving the file untouched, if the cache was configured with
+another Python than ``--from``, if no reference to it is found, or if a
+reference to the old version remains in a Python-related entry afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from megabuild.cache.model import CacheFile
+from megabuild.errors import MegabuildError
+
+PYTHON_KEY = re.compile(r"python|numpy|pybind", re.IGNORECASE)
+EXTRA_PYTHON_KEYS = frozenset({"CMAKE_PREFIX_PATH"})
+PROPERTIES_KEY = re.compile(r"_(?:Python[23]?)_INTERPRETER_PROPERTIES")
+EXECUTABLE_KEYS = (
+    "Python_EXECUTABLE",
+    "_Python_EXECUTABLE",
+    "Python3_EXECUTABLE",
+    "_Python3_EXECUTABLE",
+    "PYTHON_EXECUTABLE",
+)
+INCLUDE_KEYS = ("_Python_INCLUDE_DIR", "_Python3_INCLUDE_DIR")
+NUMPY_KEYS = ("_Python_NumPy_INCLUDE_DIR", "_Python3_NumPy_INCLUDE_DIR")
+_SPLIT = re.compile(r"([;\[\]])")
+_VERSION_ARG = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+_QUERY = r"""
+import json, sys, sysconfig
+info = {"version": list(sys.version_info[:3]), "soabi": sysconfig.get_config_var("SOABI") or "",
+        "prefix": sys.prefix, "numpy_include": None, "numpy_error": None,
+        "paths": {k: sysconfig.get_path(k)
+                  for k in ("stdlib", "platstdlib", "purelib", "platlib", "include")}}
+try:
+    import numpy
+    info["numpy_include"] = numpy.get_include()
+except Exception as exc:
+    info["numpy_error"] = "%s: %s" % (type(exc).__name__, exc)
+sys.stdout.write(json.dumps(info))
+"""
+
+
+@dataclass(frozen=True)
+class PyVersion:
+    major: int
+    minor: int
+    patch: int | None = None
+
+    @classmethod
+    def parse(cls, text: str, what: str = "version") -> PyVersion:
+        match = _VERSION_ARG.fullmatch(text.strip())
+        if not match:
+            raise MegabuildError(f"{what} {text!r} is not a Python version like 3.12 or 3.12.1")
+        patch = match.group(3)
+        return cls(int(match.group(1)), int(match.group(2)), None if patch is None else int(patch))
+
+    @property
+    def short(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def nodot(self) -> str:
+        return f"{self.major}{self.minor}"
+
+    def __str__(self) -> str:
+        return self.short if self.patch is None else f"{self.short}.{self.patch}"
+
+
+@dataclass
+class Interpreter:
+    executable: str
+    version: PyVersion
+    soabi: str
+    paths: dict[str, str]
+    numpy_include: str | None
+    numpy_error: str | None
+
+
+@dataclass
+class SwapResult:
+    old: PyVersion
+    new: PyVersion
+    mode: str  # "interpreter" or "string"
+    prefix: str
+    changes: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def report_lines(self) -> list[str]:
+        return [f"swap-python: {key}: {old} -> {new}" for key, old, new in self.changes]
+
+
+def is_python_key(key: str) -> bool:
+    if key.endswith("-ADVANCED") or key.endswith("_SIGNATURE"):
+        return False
+    return key in EXTRA_PYTHON_KEYS or bool(PYTHON_KEY.search(key))
+
+
+def _is_path(atom: str) -> bool:
+    return "/" in atom or "\\" in atom
+
+
+def _split_prefix(atom: str, prefix: str) -> tuple[str, str] | None:
+    """(prefix part, rest) when ``atom`` lies under ``prefix``, else None."""
+    if atom == prefix:
+        return atom, ""
+    for sep in ("/", "\\"):
+        if atom.startswith(prefix + sep):
+            return prefix, atom[len(prefix) :]
+    return None
+
+
+def host_prefix(cache: CacheFile) -> tuple[str, str]:
+    """(interpreter path, its prefix) from the cache's Python executable entries."""
+    for key in EXECUTABLE_KEYS:
+        entry = cache.get(key)
+        if entry is None or not entry.value or not os.path.isabs(entry.value):
+            continue
+        exe = PurePath(entry.value)
+        parent = exe.parent
+        prefix = parent.parent if parent.name.lower() in ("bin", "scripts") else parent
+        return entry.value, str(prefix)
+    raise MegabuildError("cache names no Python interpreter (Python_EXECUTABLE); pass --prefix")
+
+
+class _Rewriter:
+    def __init__(self, old: PyVersion, new: PyVersion, prefix: str) -> None:
+        self.old = old
+        self.new = new
+        self.prefix = prefix
+        o_dot = re.escape(old.short)
+        self.path_rules = [
+            (re.compile(rf"(?<![A-Za-z0-9])((?:lib)?[Pp]ython){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
+            (re.compile(rf"(?<![A-Za-z0-9])(config-){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
+            (re.compile(rf"(?<![A-Za-z0-9])(c?python-?){old.nodot}(?![0-9])", re.I), rf"\g<1>{new.nodot}"),
+        ]
+        self.version_atom = re.compile(rf"(v?){o_dot}(?:\.(\d+))?(?=$|\()")
+        # Deliberately broader than the rules above: used to find leftovers.
+        self.leftover = re.compile(
+            rf"(?<![0-9]){o_dot}(?![0-9])|(?<![0-9A-Za-z]){old.nodot}(?![0-9A-Za-z])"
+            rf"|(?<![0-9]){old.major};{old.minor}(?![0-9])"
+        )
+
+    def full_new(self, where: str) -> str:
+        if self.new.patch is None:
+            raise MegabuildError(
+                f"{where} records a patch level and the interpreter is not available; "
+                f"pass the full version, e.g. --to {self.new.short}.0"
+            )
+        return str(self.new)
+
+    def rewrite_text(self, text: str) -> str:
+        for pattern, repl in self.path_rules:
+            text = pattern.sub(repl, text)
+        return text
+
+    def rewrite_atom(self, atom: str, key: str) -> str:
+        if _is_path(atom):
+            parts = _split_prefix(atom, self.prefix)
+            if parts is None:
+                return atom
+            return parts[0] + self.rewrite_text(parts[1])
+        match = self.version_atom.match(atom)
+        if match:
+            version = self.full_new(key) if match.group(2) is not None else self.new.short
+            return match.group(1) + version + atom[match.end() :]
+        return self.rewrite_text(atom)
+
+    def is_foreign(self, value: str) -> bool:
+        paths = [a for a in _SPLIT.split(value) if _is_path(a)]
+        return bool(paths) and all(_split_prefix(a, self.prefix) is None for a in paths)
+
+    def rewrite_value(self, key: str, value: str) -> str:
+        if PROPERTIES_KEY.fullmatch(key):
+            fields = value.split(";")
+            if len(fields) >= 4 and fields[1] == str(self.old.major) and fields[2] == str(self.old.minor):
+                fields[1], fields[2] = str(self.new.major), str(self.new.minor)
+                if fields[3] != "":
+                    fields[3] = self.full_new(key).split(".")[2]
+            rest = [self.rewrite_atom(a, key) for a in fields[4:]]
+            return ";".join(fields[:4] + rest)
+        return "".join(a if a in ";[]" else self.rewrite_atom(a, key) for a in _SPLIT.split(value))
+
+    def leftovers(self, key: str, value: str) -> list[str]:
+        found = []
+        if PROPERTIES_KEY.fullmatch(key):
+            fields = value.split(";")
+            if len(fields) >= 3 and fields[1:3] == [str(self.old.major), str(self.old.minor)]:
+                found.append(";".join(fields[:4]))
+            value = ";".join(fields[4:])
+        for atom in _SPLIT.split(value):
+            if _is_path(atom):
+                parts = _split_prefix(atom, self.prefix)
+                if parts is None:
+                    continue
+                atom = parts[1]
+            found.extend(m.group(0) for m in self.leftover.finditer(atom))
+        return found
+
+
+def recorded_version(cache: CacheFile, prefix: str) -> PyVersion | None:
+    """The Python version the cache was configured with, from FindPython's own records."""
+    for entry in cache.entries():
+        if PROPERTIES_KEY.fullmatch(entry.key):
+            fields = entry.value.split(";")
+            if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit():
+                patch = int(fields[3]) if fields[3].isdigit() else None
+                return PyVersion(int(fields[1]), int(fields[2]), patch)
+    for entry in cache.entries():
+        if entry.key.startswith("FIND_PACKAGE_MESSAGE_DETAILS_Python"):
+            probe = _Rewriter(PyVersion(0, 0), PyVersion(0, 0), prefix)
+            if probe.is_foreign(entry.value):
+                continue
+            match = re.search(r"\[v(\d+)\.(\d+)(?:\.(\d+))?", entry.value)
+            if match:
+                patch = match.group(3)
+                return PyVersion(
+                    int(match.group(1)), int(match.group(2)), None if patch is None else int(patch)
+                )
+    return None
+
+
+def query_interpreter(executable: str) -> Interpreter:
+    try:
+        out = subprocess.run(
+            [executable, "-I", "-c", _QUERY], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise MegabuildError(f"cannot run the cache's interpreter {executable}: {exc}") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise MegabuildError(f"the cache's interpreter {executable} failed ({out.returncode}): {last}")
+    try:
+        info = json.loads(out.stdout)
+        major, minor, patch = (int(v) for v in info["version"])
+        return Interpreter(
+            executable=executable,
+            version=PyVersion(major, minor, patch),
+            soabi=str(info["soabi"]),
+            paths={k: str(v) for k, v in info["paths"].items()},
+            numpy_include=info["numpy_include"],
+            numpy_error=info["numpy_error"],
+        )
+    except (ValueError, KeyError, TypeError):
+        raise MegabuildError(f"unexpected output from {executable}: {out.stdout[:80]!r}") from None
+
+
+def _interpreter_available(executable: str) -> bool:
+    return os.path.isfile(executable) and os.access(executable, os.X_OK)
+
+
+def swap_python(
+    cache: CacheFile,
+    from_version: str,
+    to_version: str,
+    prefix: str | None = None,
+    use_interpreter: bool = True,
+) -> SwapResult:
+    """Edit ``cache`` in memory; raise MegabuildError (cache then unusable) on any failure."""
+    old = PyVersion.parse(from_version, "--from")
+    new = PyVersion.parse(to_version, "--to")
+    if old.patch is not None:
+        raise MegabuildError("--from takes MAJOR.MINOR (e.g. 3.12); the patch level is read from the cache")
+    if (old.major, old.minor) == (new.major, new.minor):
+        raise MegabuildError(f"--from and --to are the same Python version ({old.short})")
+    executable, found_prefix = host_prefix(cache)
+    prefix = prefix.rstrip("/\\") if prefix else found_prefix
+
+    recorded = recorded_version(cache, prefix)
+    if recorded is None:
+        raise MegabuildError("the cache records no Python version (was FindPython run?)")
+    if (recorded.major, recorded.minor) != (old.major, old.minor):
+        raise MegabuildError(f"the cache was configured with Python {recorded}, not {old.short} (--from)")
+    old = recorded
+
+    interpreter: Interpreter | None = None
+    if use_interpreter and _interpreter_available(executable):
+        interpreter = query_interpreter(executable)
+        got = interpreter.version
+        if (got.major, got.minor) != (new.major, new.minor) or (
+            new.patch is not None and got.patch != new.patch
+        ):
+            raise MegabuildError(
+                f"--to {new} disagrees with the cache's interpreter {executable}, which is Python {got}"
+            )
+        new = got
+
+    rewriter = _Rewriter(old, new, prefix)
+    result = SwapResult(old, new, "interpreter" if interpreter else "string", prefix)
+    for entry in list(cache.entries()):
+        if not is_python_key(entry.key) or rewriter.is_foreign(entry.value):
+            continue
+        value = rewriter.rewrite_value(entry.key, entry.value)
+        if interpreter is not None:
+            value = _apply_interpreter(entry.key, value, interpreter, prefix)
+        if value != entry.value:
+            cache.set_value(entry.key, value)
+            result.changes.append((entry.key, entry.value, value))
+
+    if not result.changes:
+        raise MegabuildError(f"no reference to Python {old.short} found in the cache")
+    problems = []
+    for entry in cache.entries():
+        if is_python_key(entry.key) and not rewriter.is_foreign(entry.value):
+            left = rewriter.leftovers(entry.key, entry.value)
+            if left:
+                problems.append(f"{entry.key} ({', '.join(sorted(set(left)))})")
+    if problems:
+        raise MegabuildError(
+            f"references to Python {old.short} remain after the swap in: {'; '.join(problems)}"
+        )
+    return result
+
+
+def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -> str:
+    """Make interpreter-derived entries exactly what the new interpreter reports."""
+    if PROPERTIES_KEY.fullmatch(key):
+        fields = value.split(";")
+        if len(fields) >= 7:
+            v = interp.version
+            fields[1:4] = [str(v.major), str(v.minor), str(v.patch)]
+            if fields[6] != interp.soabi:
+                fields[6] = interp.soabi
+            # Trailing four fields are stdlib, platstdlib, purelib, platlib (CMake >= 3.18).
+            wanted = [interp.paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+            if len(fields) >= 11 and all(_split_prefix(f, prefix) for f in fields[-4:]):
+                for got, want in zip(fields[-4:], wanted):
+                    if os.path.normpath(got) != os.path.normpath(want):
+                        raise MegabuildError(
+                            f"{key}: rewritten path {got} does not match the interpreter's {want}"
+                        )
+        return ";".join(fields)
+    if key in NUMPY_KEYS and value and not value.endswith("-NOTFOUND"):
+        if interp.numpy_include is None:
+            raise MegabuildError(
+                f"{key} is set but numpy is not importable by {interp.executable}: {interp.numpy_error}"
+            )
+        # numpy 1.x keeps headers in numpy/core/include, numpy 2 in numpy/_core/include.
+        return interp.numpy_include
+    if key in INCLUDE_KEYS and value and not value.endswith("-NOTFOUND"):
+        include = interp.paths["include"]
+        if include != value and Path(include, "Python.h").is_file():
+            return include
+    return value
