@@ -4,6 +4,8 @@
 # It only sets the build environment and calls the stdlib-only helpers in
 # $RECIPE_DIR/megabuild for every CMakeCache edit, staging and splitting step
 # (see README.md, "How the megabuild works").
+# Variant values (cuda_compiler_version, blas_impl, ...) and PREFIX & co. come from conda-build.
+# shellcheck disable=SC2154
 set -euo pipefail
 
 # Keep in sync with `megabuild_python` in meta.yaml: the Python the top-level

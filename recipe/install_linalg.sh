@@ -1,6 +1,8 @@
 #!/bin/bash
 # Script of the libtorch-cuda-linalg output, run once per with_magma value:
 # move the matching staged libtorch_cuda_linalg into $PREFIX.
+# Variant values (cuda_compiler_version, blas_impl, ...) and PREFIX & co. come from conda-build.
+# shellcheck disable=SC2154
 set -euo pipefail
 case "${with_magma}" in
     true) variant=magma ;;

