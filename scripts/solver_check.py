@@ -1,0 +1,273 @@
+#!/usr/bin/env python
+"""What does ``conda install pytorch`` give users?  Solver-level checks over every config.
+
+Renders every ``.ci_support`` config (``scripts/feedstock/render.py``), writes the outputs as a
+local channel with stand-ins for their external dependencies (``scripts/feedstock/channel.py``)
+and solves typical user requests with py-rattler, printing what gets installed::
+
+    python scripts/solver_check.py                 # table of all scenarios, exit 1 on a mismatch
+    python scripts/solver_check.py --markdown      # the same as a Markdown table (for the README)
+    python scripts/solver_check.py --keep DIR      # also keep the channel in DIR
+    python scripts/solver_check.py --records F     # use rendered records from a JSON file
+
+Each scenario states what it expects (build-string globs per package, or unsatisfiable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import json
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from feedstock.channel import Channel, Installed, SolveError, write_channel
+
+FEEDSTOCK = Path(__file__).resolve().parent.parent
+
+INTERESTING: tuple[str, ...] = (
+    "python",
+    "pytorch",
+    "libtorch",
+    "libtorch-cuda-linalg",
+    "libmagma",
+    "libblas",
+    "cuda-version",
+    "pytorch-cpu",
+    "pytorch-gpu",
+)
+"""Packages the table shows (when installed)."""
+
+CUDA = "12.6"  # the driver a "GPU machine" reports, unless a scenario says otherwise
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """One user request and what it should resolve to.
+
+    ``expect`` maps package names to a build-string glob, or to None for "must not be installed".
+    """
+
+    key: str
+    platform: str
+    specs: tuple[str, ...]
+    cuda: str | None = None
+    expect: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    unsat: bool = False
+
+    @property
+    def virtuals(self) -> dict[str, str]:
+        return {"__cuda": self.cuda} if self.cuda else {}
+
+    def describe_virtuals(self) -> str:
+        return f"__cuda={self.cuda}" if self.cuda else "-"
+
+
+@dataclasses.dataclass
+class Outcome:
+    scenario: Scenario
+    installed: dict[str, Installed] | None
+    error: str | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        s = self.scenario
+        if self.installed is None:
+            return [] if s.unsat else [f"expected a solution, got: {self.error}"]
+        if s.unsat:
+            return ["expected unsatisfiable, got a solution"]
+        problems = []
+        for name, glob in s.expect.items():
+            got = self.installed.get(name)
+            if glob is None and got is not None:
+                problems.append(f"{name} should not be installed (got {got.build})")
+            elif glob is not None and (got is None or not fnmatch.fnmatchcase(got.build, glob)):
+                problems.append(f"{name}: expected build {glob}, got {got.build if got else 'nothing'}")
+        return problems
+
+
+def scenarios(pythons_by_platform: Mapping[str, Sequence[str]]) -> list[Scenario]:
+    """The standard requests, for the platforms (and their Python versions) the channel has."""
+    out: list[Scenario] = []
+    pys = pythons_by_platform
+    if "linux-64" in pys:
+        p = "linux-64"
+        magma = {"libtorch-cuda-linalg": "cuda126_mkl_magma_*", "libmagma": "*"}
+        out += [
+            Scenario("gpu", p, ("pytorch",), CUDA, {"pytorch": "cuda126_mkl_py*", **magma}),
+            Scenario("gpu-cuda13", p, ("pytorch",), "13.0", {"pytorch": "cuda130_mkl_py*"}),
+            Scenario("cpu", p, ("pytorch",), None, {"pytorch": "cpu_mkl_py*", "libtorch-cuda-linalg": None}),
+            Scenario("cpu-meta-on-gpu", p, ("pytorch-cpu",), CUDA, {"pytorch": "cpu_mkl_py*"}),
+            Scenario("gpu-meta", p, ("pytorch-gpu",), CUDA, {"pytorch": "cuda126_mkl_py*"}),
+            Scenario("gpu-meta-no-gpu", p, ("pytorch-gpu",), None, unsat=True),
+            Scenario(
+                "nomagma",
+                p,
+                ("pytorch", "libtorch-cuda-linalg * *_nomagma_*"),
+                CUDA,
+                {"libtorch-cuda-linalg": "cuda126_mkl_nomagma_*", "libmagma": None},
+            ),
+            Scenario("nomkl-gpu", p, ("pytorch", "nomkl"), CUDA, {"pytorch": "cuda126_generic_py*"}),
+            Scenario("nomkl-cpu", p, ("pytorch", "nomkl"), None, {"pytorch": "cpu_generic_py*"}),
+            Scenario("mixed-cpu-cuda", p, ("pytorch * cpu_*", "libtorch * cuda*"), CUDA, unsat=True),
+            Scenario("both-metas", p, ("pytorch-cpu", "pytorch-gpu"), CUDA, unsat=True),
+            Scenario(
+                "nomagma-with-libmagma",
+                p,
+                ("libtorch-cuda-linalg * *_nomagma_*", "libmagma"),
+                CUDA,
+                unsat=True,
+            ),
+        ]
+        for py in pys[p]:
+            tag = py.replace(".", "")
+            out.append(
+                Scenario(
+                    f"py{tag}-gpu", p, ("pytorch", f"python={py}"), CUDA, {"pytorch": f"cuda*_py{tag}_*"}
+                )
+            )
+            out.append(
+                Scenario(
+                    f"py{tag}-cpu", p, ("pytorch", f"python={py}"), None, {"pytorch": f"cpu_*_py{tag}_*"}
+                )
+            )
+    if "linux-aarch64" in pys:
+        p = "linux-aarch64"
+        out += [
+            Scenario("aarch64-gpu", p, ("pytorch",), CUDA, {"pytorch": "cuda126_generic_py*"}),
+            Scenario("aarch64-cpu", p, ("pytorch",), None, {"pytorch": "cpu_generic_py*"}),
+        ]
+    for p, blas in (("osx-64", "mkl"), ("osx-arm64", "generic")):
+        if p not in pys:
+            continue
+        short = p.replace("osx-", "")
+        out.append(Scenario(f"{short}-gpu-meta", p, ("pytorch-gpu",), None, unsat=True))
+        if blas == "mkl":
+            out.append(
+                Scenario(f"{short}-nomkl", p, ("pytorch", "nomkl"), None, {"pytorch": "cpu_generic_py*"})
+            )
+        for py in pys[p]:
+            tag = py.replace(".", "")
+            out.append(
+                Scenario(
+                    f"{short}-py{tag}",
+                    p,
+                    ("pytorch", f"python={py}"),
+                    None,
+                    {"pytorch": f"cpu_{blas}_py{tag}_*"},
+                )
+            )
+    return out
+
+
+def pythons_by_platform(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, list[str]]:
+    """Python versions for which the channel has a pytorch, per platform."""
+    out: dict[str, set[str]] = {}
+    for subdir, recs in records.items():
+        for r in recs:
+            if r["name"] != "pytorch":
+                continue
+            for dep in r["depends"]:
+                parts = dep.split()
+                if parts[0] == "python_abi" and len(parts) > 1:
+                    out.setdefault(subdir, set()).add(parts[1].rstrip(".*"))
+                elif parts[0] == "python" and len(parts) > 1 and parts[1].startswith(">="):
+                    out.setdefault(subdir, set()).add(".".join(parts[1][2:].split(",")[0].split(".")[:2]))
+    return {k: sorted(v, key=lambda v: tuple(int(x) for x in v.split("."))) for k, v in out.items()}
+
+
+def render_feedstock(feedstock_dir: Path) -> list[Any]:
+    """Every output of every config in ``feedstock_dir/.ci_support`` (via the render library)."""
+    from feedstock.render import render_all
+
+    rendered = render_all(feedstock_dir)
+    if isinstance(rendered, Mapping):
+        return [o for outputs in rendered.values() for o in outputs]
+    return list(rendered)
+
+
+def run(channel: Channel, todo: Iterable[Scenario]) -> list[Outcome]:
+    outcomes = []
+    for s in todo:
+        try:
+            outcomes.append(Outcome(s, channel.solve(s.specs, s.platform, s.virtuals)))
+        except SolveError as exc:
+            outcomes.append(Outcome(s, None, " ".join(str(exc).split())))
+    return outcomes
+
+
+def table(outcomes: Sequence[Outcome], markdown: bool = False) -> str:
+    head = ["scenario", "platform", "request", "virtual", "installed", "ok"]
+    rows = []
+    for o in outcomes:
+        if o.installed is None:
+            got = "UNSATISFIABLE"
+        else:
+            got = ", ".join(
+                f"{n} {o.installed[n].version} {o.installed[n].build}"
+                for n in INTERESTING
+                if n in o.installed
+            )
+        rows.append(
+            [
+                o.scenario.key,
+                o.scenario.platform,
+                " ".join(f"'{s}'" if " " in s else s for s in o.scenario.specs),
+                o.scenario.describe_virtuals(),
+                got,
+                "ok" if not o.problems else "FAIL: " + "; ".join(o.problems),
+            ]
+        )
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row in rows:
+            cells = [c.replace("|", "\\|") for c in row]
+            cells[2] = f"`{cells[2]}`"
+            cells[4] = "<br>".join(f"`{c}`" for c in cells[4].split(", "))
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+    # the installed column is long: it goes on its own indented line under each row
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    lines = []
+    for row in [head, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[5])
+        if row is not head:
+            lines.append("    -> " + row[4])
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--feedstock", type=Path, default=FEEDSTOCK, help="feedstock root (default: this one)"
+    )
+    parser.add_argument("--records", type=Path, help="JSON list of rendered outputs instead of rendering")
+    parser.add_argument("--keep", type=Path, help="write the channel here (default: a temp dir)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--only", action="append", default=[], help="run only these scenario keys (glob)")
+    args = parser.parse_args(argv)
+
+    outputs = json.loads(args.records.read_text()) if args.records else render_feedstock(args.feedstock)
+    with tempfile.TemporaryDirectory(prefix="solver-check-") as tmp:
+        channel_dir = args.keep or Path(tmp) / "channel"
+        records = write_channel(outputs, channel_dir)
+        todo = scenarios(pythons_by_platform(records))
+        if args.only:
+            todo = [s for s in todo if any(fnmatch.fnmatchcase(s.key, g) for g in args.only)]
+        outcomes = run(Channel(channel_dir), todo)
+    print(table(outcomes, markdown=args.markdown))
+    failed = [o for o in outcomes if o.problems]
+    print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} scenarios as expected", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
