@@ -1,0 +1,126 @@
+"""``megabuild split ...``: stage, install, link-back, verify."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from megabuild.split.spec import DEFAULT_SPEC, LINALG, load_spec
+
+
+def _spec_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spec", type=Path, default=None, help="split spec JSON (default: the recipe's split_spec.json)"
+    )
+
+
+def _print(lines: list[str]) -> int:
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from megabuild.split.stage import stage
+
+    report = stage(
+        load_spec(args.spec),
+        args.tree,
+        args.staging,
+        cuda=args.cuda,
+        linalg_variant=args.linalg_variant,
+        only=args.only,
+        dry_run=args.dry_run,
+    )
+    return _print(report.lines())
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from megabuild.split.install import install
+
+    report = install(
+        load_spec(args.spec),
+        args.output,
+        args.staging,
+        args.prefix,
+        linalg_variant=args.linalg_variant,
+        overwrite=args.overwrite,
+    )
+    return _print(report.lines())
+
+
+def cmd_link_back(args: argparse.Namespace) -> int:
+    from megabuild.split.link_back import link_back
+
+    report = link_back(
+        load_spec(args.spec),
+        args.prefix,
+        args.sp_dir,
+        python_tag=args.python_tag,
+        keep_missing=args.keep_missing,
+        dry_run=args.dry_run,
+    )
+    return _print(report.lines())
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from megabuild.split.verify import verify
+
+    report = verify(load_spec(args.spec), staging=args.staging, file_lists=args.file_list, cuda=args.cuda)
+    return _print(report.lines())
+
+
+def register(groups: Any) -> None:
+    split = groups.add_parser(
+        "split",
+        help="split the built torch/ tree into libtorch, libtorch-cuda-linalg and pytorch",
+        description=f"Split PyTorch's build into packages as {DEFAULT_SPEC.name} says.",
+    )
+    sub = split.add_subparsers(dest="split_command", metavar="<subcommand>", required=True)
+
+    p = sub.add_parser("stage", help="move built files into per-output staging dirs")
+    _spec_arg(p)
+    p.add_argument("--tree", type=Path, required=True, help="the built torch/ tree (build/lib.*/torch)")
+    p.add_argument("--staging", type=Path, required=True, help="staging root (STAGING/<output>/...)")
+    p.add_argument("--cuda", action="store_true", help="CUDA build: CUDA-only required files must exist")
+    p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} (magma/nomagma)")
+    p.add_argument("--only", nargs="+", metavar="OUTPUT", help="stage only these outputs")
+    p.add_argument("--dry-run", action="store_true", help="validate and report, move nothing")
+    p.set_defaults(handler=cmd_stage)
+
+    p = sub.add_parser("install", help="move a staged output into the prefix")
+    p.add_argument(
+        "output", metavar="OUTPUT", help=f"libtorch, {LINALG} (with --linalg-variant) or {LINALG}-magma"
+    )
+    _spec_arg(p)
+    p.add_argument("--staging", type=Path, required=True)
+    p.add_argument("--prefix", type=Path, required=True)
+    p.add_argument("--linalg-variant", metavar="NAME")
+    p.add_argument("--overwrite", action="store_true", help="replace files that already exist in the prefix")
+    p.set_defaults(handler=cmd_install)
+
+    p = sub.add_parser("link-back", help="symlink pytorch's copies of libtorch files to the prefix")
+    _spec_arg(p)
+    p.add_argument("--prefix", type=Path, required=True)
+    p.add_argument("--sp-dir", type=Path, required=True, help="site-packages holding torch/")
+    p.add_argument(
+        "--python-tag",
+        default=sys.implementation.cache_tag,
+        help="keep only .pyc of this tag (default: %(default)s, the running interpreter's)",
+    )
+    p.add_argument(
+        "--keep-missing", action="store_true", help="keep real files that libtorch lacks instead of failing"
+    )
+    p.add_argument("--dry-run", action="store_true", help="validate and report, change nothing")
+    p.set_defaults(handler=cmd_link_back)
+
+    p = sub.add_parser("verify", help="check a partition: no overlaps, no empty output, required files")
+    _spec_arg(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--staging", type=Path)
+    src.add_argument("--file-list", nargs="+", metavar="OUTPUT=FILE")
+    p.add_argument("--cuda", action="store_true")
+    p.set_defaults(handler=cmd_verify)

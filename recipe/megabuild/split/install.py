@@ -1,0 +1,141 @@
+"""``split install``: move one staged output into ``$PREFIX`` (the libtorch and
+libtorch-cuda-linalg output scripts). Refuses to overwrite files in the prefix
+unless asked, and checks everything before moving anything."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from megabuild.errors import MegabuildError
+from megabuild.split.fsmove import (
+    COPY_LIMIT,
+    Mover,
+    MoveStats,
+    human,
+    prune_empty_dirs,
+    same_filesystem,
+    walk_entries,
+)
+from megabuild.split.spec import Spec, format_paths
+
+
+@dataclass
+class InstallReport:
+    name: str
+    prefix: Path
+    files: int
+    nbytes: int
+    replaced: int
+    stats: MoveStats
+
+    def lines(self) -> list[str]:
+        s = self.stats
+        return [
+            f"split install: {self.name} -> {self.prefix}: {self.files} files, {self.nbytes} bytes "
+            f"({human(self.nbytes)}), {self.replaced} replaced",
+            f"  moves: {s.renamed} renamed, {s.linked} hard-linked, {s.copied} copied; "
+            f"bytes copied: {s.bytes_copied}",
+        ]
+
+
+def resolve_output(spec: Spec, output: str, variant: str | None) -> str:
+    """The staging dir name for OUTPUT (``libtorch``, ``libtorch-cuda-linalg``
+    with ``--linalg-variant``, or a full name such as ``libtorch-cuda-linalg-magma``)."""
+    parsed = spec.parse_staging_name(output)
+    if parsed is not None:
+        name, parsed_variant = parsed
+        if variant is not None and parsed_variant != variant:
+            raise MegabuildError(f"output {output} does not match --linalg-variant {variant}")
+    elif output in spec.outputs:
+        name = output
+        if variant is not None and variant not in spec.variants(output):
+            raise MegabuildError(f"{variant!r} is not a variant of {output}")
+    else:
+        raise MegabuildError(f"unknown output {output!r}")
+    if name == spec.default_output:
+        raise MegabuildError(f"{name} is not staged: pip installs it from the build tree")
+    return spec.staging_name(name, variant if parsed is None else parsed[1])
+
+
+def install(
+    spec: Spec,
+    output: str,
+    staging: Path,
+    prefix: Path,
+    *,
+    linalg_variant: str | None = None,
+    overwrite: bool = False,
+) -> InstallReport:
+    name = resolve_output(spec, output, linalg_variant)
+    source = staging / name
+    if not source.is_dir() or source.is_symlink():
+        raise MegabuildError(f"no staged output at {source} (was it staged, or installed already?)")
+    if os.path.lexists(prefix) and not prefix.is_dir():
+        raise MegabuildError(f"prefix {prefix} is not a directory")
+    entries = walk_entries(source)
+    if not entries:
+        raise MegabuildError(f"staged output {source} is empty")
+
+    existing: list[str] = []
+    not_files: list[str] = []
+    blocked: set[str] = set()
+    for entry in entries:
+        dst = prefix / entry.relpath
+        if os.path.lexists(dst):
+            if dst.is_dir() and not dst.is_symlink():
+                not_files.append(entry.relpath)
+            else:
+                existing.append(entry.relpath)
+        parent = dst.parent
+        while parent != prefix and prefix in parent.parents:
+            if os.path.lexists(parent) and not parent.is_dir():
+                blocked.add(str(parent.relative_to(prefix)))
+            parent = parent.parent
+    problems = []
+    if existing and not overwrite:
+        problems.append(f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
+    if not_files:
+        problems.append(f"directories in the prefix where files go: {format_paths(not_files)}")
+    if blocked:
+        problems.append(f"not a directory in the prefix: {format_paths(sorted(blocked))}")
+    if not same_filesystem(source, prefix):
+        big = [e.relpath for e in entries if not e.is_link and e.size > COPY_LIMIT]
+        if big:
+            problems.append(
+                f"prefix is on another file system than the staging dir; refusing to copy "
+                f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
+            )
+    if problems:
+        raise MegabuildError("; ".join(problems) + "; nothing was installed")
+
+    mover = Mover()
+    set_aside: list[tuple[Path, Path]] = []
+    current = ""
+    try:
+        for entry in entries:
+            current = entry.relpath
+            dst = prefix / entry.relpath
+            mover.ensure_dir(prefix, entry.relpath.rpartition("/")[0], source)
+            if os.path.lexists(dst):
+                backup = dst.with_name(dst.name + ".megabuild-old")
+                os.replace(dst, backup)
+                set_aside.append((dst, backup))
+            mover.move(source / entry.relpath, dst, entry.size)
+    except (OSError, MegabuildError) as exc:
+        failed = mover.rollback()
+        for dst, backup in set_aside:
+            os.replace(backup, dst)
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        tail = f"; could not move back: {format_paths(failed)}" if failed else "; rolled back"
+        raise MegabuildError(f"install failed at {current}: {detail}{tail}") from None
+    for _dst, backup in set_aside:
+        os.unlink(backup)
+    mover.finish()
+    prune_empty_dirs(source, [e.relpath for e in entries])
+    with contextlib.suppress(OSError):
+        source.rmdir()
+    nbytes = sum(e.size for e in entries if not e.is_link)
+    return InstallReport(name, prefix, len(entries), nbytes, len(existing), mover.stats)

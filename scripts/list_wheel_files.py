@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""List the files of a torch wheel as TSV (path, size, is-executable).
+
+Usage: python scripts/list_wheel_files.py WHEEL [-o OUT.tsv]
+
+Reads the wheel with zipfile (standard library only). Lists ``torch/`` and the
+other top-level package dirs (``functorch/``, ``torchgen/``, ...), not the
+``.dist-info``. The listing is committed as test data
+(``tests/data/torch-2.13.0-cp311-linux_x86_64-files.tsv``) so tests can lay out
+the wheel's tree without the wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import stat
+import sys
+import zipfile
+from pathlib import Path
+
+
+def list_wheel(wheel: Path) -> list[tuple[str, int, bool]]:
+    rows = []
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            top = info.filename.split("/", 1)[0]
+            if top.endswith((".dist-info", ".data")) or "/" not in info.filename:
+                continue
+            mode = info.external_attr >> 16
+            executable = bool(mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH))
+            rows.append((info.filename, info.file_size, executable))
+    rows.sort()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("wheel", type=Path)
+    parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    args = parser.parse_args(argv)
+    try:
+        rows = list_wheel(args.wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        print(f"list_wheel_files: error: cannot read {args.wheel}: {exc}", file=sys.stderr)
+        return 1
+    lines = ["path\tsize\texecutable"] + [f"{p}\t{s}\t{int(x)}" for p, s, x in rows]
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+        total = sum(s for _, s, _ in rows)
+        print(f"{len(rows)} files, {total} bytes -> {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

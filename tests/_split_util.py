@@ -1,0 +1,134 @@
+"""Helpers shared by the tests of ``megabuild split`` (not a test module)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipe"
+REAL_SPEC = RECIPE / "split_spec.json"
+WHEEL_LISTING = REPO / "tests" / "data" / "torch-2.13.0-cp311-linux_x86_64-files.tsv"
+
+if str(RECIPE) not in sys.path:
+    sys.path.insert(0, str(RECIPE))
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(RECIPE))
+    return subprocess.run(
+        [sys.executable, "-m", "megabuild", "split", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def write(path: Path, data: bytes | int = b"x", mode: int | None = None) -> Path:
+    """Create a file with *data* (or a sparse file of *data* bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        if isinstance(data, int):
+            fh.truncate(data)
+        else:
+            fh.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
+    return path
+
+
+def snapshot(root: Path) -> dict[str, tuple[object, ...]]:
+    """Everything observable about a tree: kind, mode, inode, size, link target, content."""
+    out: dict[str, tuple[object, ...]] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                data = path.read_bytes() if st.st_size < 4096 else b""
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), st.st_ino, st.st_size, data)
+    return out
+
+
+MINI_SPEC = {
+    "version": 1,
+    "default_output": "pytorch",
+    "outputs": {
+        "libtorch": {},
+        "libtorch-cuda-linalg": {"variants": ["magma", "nomagma"]},
+        "pytorch": {},
+        "_dropped": {},
+    },
+    "strict_areas": ["lib/**", "bin/**", "share/**"],
+    "rules": [
+        {"pattern": "lib/libc10.so*", "output": "libtorch", "required": "always"},
+        {"pattern": "lib/libtorch_cpu.so", "output": "libtorch", "required": "always"},
+        {"pattern": "lib/libtorch_cuda.so", "output": "libtorch", "required": "cuda"},
+        {"pattern": "lib/libtorch_cuda_linalg.so", "output": "libtorch-cuda-linalg", "required": "cuda"},
+        {"pattern": "lib/libtorch_python.so", "output": "pytorch", "required": "always", "prefix_link": True},
+        {"pattern": "bin/torch_shm_manager", "output": "libtorch", "required": "always"},
+        {"pattern": "share/cmake/**", "output": "libtorch", "required": "always"},
+        {"pattern": "include/ATen/**", "output": "libtorch", "required": "always"},
+        {"pattern": "lib/libtorchbind_test.so", "output": "_dropped", "note": "test-only"},
+        {"pattern": "bin/test_*", "output": "_dropped", "note": "test binaries"},
+    ],
+}
+
+
+def write_spec(
+    path: Path, spec: dict[str, object] | None = None, extra_rules: list[dict[str, object]] = ()
+) -> Path:
+    data = json.loads(json.dumps(spec or MINI_SPEC))
+    data["rules"] = list(data["rules"]) + list(extra_rules)  # type: ignore[call-overload]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def make_tree(root: Path, cuda: bool = False) -> Path:
+    """A small torch/ tree with symlinks, a hard link and unusual modes."""
+    write(root / "lib/libc10.so.2.13.0", b"c10" * 100, 0o755)
+    os.symlink("libc10.so.2.13.0", root / "lib/libc10.so")
+    write(root / "lib/libtorch_cpu.so", b"cpu" * 1000, 0o750)
+    write(root / "lib/libtorch_python.so", b"py", 0o755)
+    write(root / "lib/libtorchbind_test.so", b"t", 0o755)
+    write(root / "bin/torch_shm_manager", b"shm", 0o755)
+    write(root / "bin/test_api", b"test", 0o755)
+    write(root / "share/cmake/Torch/TorchConfig.cmake", b"cmake", 0o444)
+    os.link(
+        root / "share/cmake/Torch/TorchConfig.cmake", root / "share/cmake/Torch/TorchConfigHardlink.cmake"
+    )
+    write(root / "include/ATen/ATen.h", b"#pragma once\n", 0o644)
+    write(root / "include/pybind11/pybind11.h", b"//", 0o644)
+    write(root / "__init__.py", b"", 0o644)
+    write(root / "_C.cpython-311-x86_64-linux-gnu.so", b"C", 0o755)
+    if cuda:
+        write(root / "lib/libtorch_cuda.so", b"cuda", 0o755)
+        write(root / "lib/libtorch_cuda_linalg.so", b"linalg", 0o755)
+    return root
+
+
+def lay_out_wheel(build_lib: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
+    """Create the wheel's files (sparse, real sizes) under *build_lib*; return the count."""
+    count = 0
+    with open(WHEEL_LISTING, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader)
+        for path, size, executable in reader:
+            if not path.startswith(tops):
+                continue
+            write(build_lib / path, int(size), 0o755 if executable == "1" else 0o644)
+            count += 1
+    return count
