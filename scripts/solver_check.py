@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import fnmatch
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -182,14 +183,71 @@ def pythons_by_platform(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> d
     return {k: sorted(v, key=lambda v: tuple(int(x) for x in v.split("."))) for k, v in out.items()}
 
 
-def render_feedstock(feedstock_dir: Path) -> list[Any]:
-    """Every output of every config in ``feedstock_dir/.ci_support`` (via the render library)."""
-    from feedstock.render import render_all
+_VARIANT = re.compile(
+    r"^(?P<tag>cpu|cuda\d+)_(?P<blas>[a-z]+)_(?:(?P<magma>magma|nomagma)_)?(?:py(?P<py>\d+)_)?h"
+)
 
-    rendered = render_all(feedstock_dir)
-    if isinstance(rendered, Mapping):
-        return [o for outputs in rendered.values() for o in outputs]
-    return list(rendered)
+
+def preference_problems(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[str]:
+    """Build-number order that must not depend on a solver's tie-breaking, per subdir and Python.
+
+    CUDA pytorch/libtorch builds outnumber every CPU build, MKL builds outnumber generic ones of
+    the same CUDA tag, and the magma linalg outnumbers the nomagma one of the same build.
+    """
+    problems: list[str] = []
+    for subdir, recs in records.items():
+        groups: dict[tuple[str, str | None], list[tuple[dict[str, str], int, str]]] = {}
+        for r in recs:
+            m = _VARIANT.match(r["build"])
+            if r["name"] in ("pytorch", "libtorch", "libtorch-cuda-linalg") and m:
+                groups.setdefault((r["name"], m["py"]), []).append(
+                    (m.groupdict(), r["build_number"], r["build"])
+                )
+        for (name, _), builds in sorted(groups.items(), key=str):
+            for a, na, ba in builds:
+                for b, nb, bb in builds:
+                    worse = (
+                        (a["tag"] != "cpu" and b["tag"] == "cpu")
+                        or (a["tag"] == b["tag"] and a["blas"] == "mkl" and b["blas"] != "mkl")
+                        or (
+                            a["tag"] == b["tag"]
+                            and a["blas"] == b["blas"]
+                            and (a["magma"], b["magma"]) == ("magma", "nomagma")
+                        )
+                    )
+                    if worse and na <= nb:
+                        problems.append(
+                            f"{subdir} {name}: {ba} (number {na}) must outnumber {bb} (number {nb})"
+                        )
+    return problems
+
+
+def render_feedstock(feedstock_dir: Path, configs: Sequence[str] = ()) -> list[Any]:
+    """Every output of the configs in ``feedstock_dir/.ci_support`` (via the render library).
+
+    ``configs`` (file names or aliases, see ``configs.py``) restricts rendering to those configs.
+    """
+    if not configs:
+        from feedstock.render import render_all
+
+        rendered = render_all(feedstock_dir)
+        if isinstance(rendered, Mapping):
+            return [o for outputs in rendered.values() for o in outputs]
+        return list(rendered)
+
+    from feedstock.configs import list_configs, resolve_configs
+    from feedstock.render import render_config
+
+    available = list_configs(feedstock_dir)
+    paths = {c.path: None for name in configs for c in resolve_configs(name, available)}
+    return [o for path in paths for o in render_config(path, feedstock_dir / "recipe")]
+
+
+def build_channel(
+    feedstock_dir: Path, channel_dir: Path, configs: Sequence[str] = ()
+) -> dict[str, list[dict[str, Any]]]:
+    """Render (all or the given configs) and write the channel; returns its records per subdir."""
+    return write_channel(render_feedstock(feedstock_dir, configs), channel_dir)
 
 
 def run(channel: Channel, todo: Iterable[Scenario]) -> list[Outcome]:
@@ -252,10 +310,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=Path, help="JSON list of rendered outputs instead of rendering")
     parser.add_argument("--keep", type=Path, help="write the channel here (default: a temp dir)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--config", action="append", default=[], help="render only this config/alias")
     parser.add_argument("--only", action="append", default=[], help="run only these scenario keys (glob)")
     args = parser.parse_args(argv)
 
-    outputs = json.loads(args.records.read_text()) if args.records else render_feedstock(args.feedstock)
+    parser_configs: list[str] = args.config
+    if args.records:
+        outputs = json.loads(args.records.read_text())
+    else:
+        outputs = render_feedstock(args.feedstock, parser_configs)
     with tempfile.TemporaryDirectory(prefix="solver-check-") as tmp:
         channel_dir = args.keep or Path(tmp) / "channel"
         records = write_channel(outputs, channel_dir)
@@ -265,8 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes = run(Channel(channel_dir), todo)
     print(table(outcomes, markdown=args.markdown))
     failed = [o for o in outcomes if o.problems]
+    order = preference_problems(records)
+    for problem in order:
+        print(f"build-number order: {problem}", file=sys.stderr)
     print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} scenarios as expected", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or order else 0
 
 
 if __name__ == "__main__":
