@@ -1,0 +1,139 @@
+"""Format checks for recipe/patches/*.patch and their listing in recipe/meta.yaml."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PATCH_DIR = ROOT / "recipe" / "patches"
+META = ROOT / "recipe" / "meta.yaml"
+PATCHES = sorted(PATCH_DIR.glob("*.patch"))
+
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def parse(text: str) -> list[dict]:
+    """Return one dict per file diff; raise AssertionError on malformed hunks."""
+    lines = text.splitlines()
+    files: list[dict] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            old = line[4:].split("\t")[0].strip()
+            new = lines[i + 1][4:].split("\t")[0].strip()
+            cur = {"old": old, "new": new, "hunks": 0}
+            files.append(cur)
+            i += 2
+            while i < len(lines) and (m := HUNK_RE.match(lines[i])):
+                old_n = int(m.group(2)) if m.group(2) is not None else 1
+                new_n = int(m.group(4)) if m.group(4) is not None else 1
+                i += 1
+                seen_old = seen_new = 0
+                while i < len(lines) and (seen_old < old_n or seen_new < new_n):
+                    body = lines[i]
+                    if body.startswith("\\"):  # "\ No newline at end of file"
+                        i += 1
+                        continue
+                    tag = body[:1]
+                    if tag == " " or body == "":
+                        seen_old += 1
+                        seen_new += 1
+                    elif tag == "-":
+                        seen_old += 1
+                    elif tag == "+":
+                        seen_new += 1
+                    else:
+                        raise AssertionError(f"{old}: unexpected line in hunk: {body!r}")
+                    i += 1
+                assert (seen_old, seen_new) == (old_n, new_n), (
+                    f"{old}: hunk {m.group(0)} has {seen_old}/{seen_new} lines"
+                )
+                cur["hunks"] += 1
+            continue
+        i += 1
+    return files
+
+
+def test_there_are_patches():
+    assert PATCHES, "no recipe/patches/*.patch"
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.name)
+def test_patch_is_well_formed(patch: Path):
+    text = patch.read_text(encoding="utf-8")
+    head = text.split("\n---\n", 1)[0]
+    assert head.startswith("From "), "git format-patch style: starts with 'From '"
+    assert re.search(r"^Subject: ", head, re.M), "Subject: header missing"
+    checked = re.findall(r"^Checked against: PyTorch v2\.13\.0\b.*\S", head, re.M)
+    assert checked, "header needs a 'Checked against: PyTorch v2.13.0 (...)' line"
+    body = head.split("\n\n", 1)[1] if "\n\n" in head else ""
+    assert len(body.replace(checked[0], "").strip()) > 80, "header must explain why"
+    assert re.match(r"\d{4}-", patch.name), "name starts with a 4-digit number"
+
+    files = parse(text)
+    assert files, "no file diffs found"
+    for f in files:
+        assert f["hunks"] > 0, f"{f['old']}: no hunks"
+        for side, prefix in (("old", "a/"), ("new", "b/")):
+            path = f[side]
+            if path == "/dev/null":
+                continue
+            assert path.startswith(prefix), f"{path}: must start with {prefix}"
+            rel = path[len(prefix):]
+            assert not rel.startswith("/") and ".." not in Path(rel).parts, path
+    # every 'diff --git' header has a matching ---/+++ pair
+    assert len(re.findall(r"^diff --git ", text, re.M)) == len(files)
+
+
+def test_no_machine_paths():
+    for patch in PATCHES:
+        text = patch.read_text(encoding="utf-8")
+        for bad in ("/home/", "/tmp/", "/work/", "/opt/conda", "/root/"):
+            assert bad not in text, f"{patch.name} mentions {bad}"
+
+
+def test_readme_lists_every_patch():
+    readme = (PATCH_DIR / "README.md").read_text(encoding="utf-8")
+    for patch in PATCHES:
+        assert patch.name in readme, f"{patch.name} missing from recipe/patches/README.md"
+
+
+def meta_patches() -> list[str]:
+    """`source.patches` entries of recipe/meta.yaml (text-based: meta.yaml is Jinja)."""
+    entries: list[str] = []
+    in_source = in_patches = False
+    for raw in META.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            in_source = line.startswith("source:")
+            in_patches = False
+            continue
+        if in_source and line.strip() == "patches:":
+            in_patches, patches_indent = True, indent
+            continue
+        if in_patches:
+            if indent <= patches_indent and not line.strip().startswith("- "):
+                in_patches = False
+                continue
+            item = line.strip()
+            if item.startswith("- "):
+                entries.append(item[2:].strip().strip("'\""))
+    return entries
+
+
+def test_meta_yaml_lists_exactly_the_patches():
+    if not META.exists():
+        pytest.skip("recipe/meta.yaml not written yet")
+    listed = meta_patches()
+    assert all(e.startswith("patches/") for e in listed), listed
+    listed_names = sorted(Path(e).name for e in listed)
+    assert len(listed_names) == len(set(listed_names)), "duplicate entries"
+    assert listed_names == sorted(p.name for p in PATCHES), (
+        f"meta.yaml source.patches {listed_names} != recipe/patches {[p.name for p in PATCHES]}"
+    )
