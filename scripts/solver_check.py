@@ -16,9 +16,11 @@ Each scenario states what it expects (build-string globs per package, or unsatis
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import fnmatch
 import json
+import os
 import re
 import sys
 import tempfile
@@ -93,16 +95,23 @@ class Outcome:
         return problems
 
 
-def scenarios(pythons_by_platform: Mapping[str, Sequence[str]]) -> list[Scenario]:
+def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenario]:
     """The standard requests, for the platforms (and their Python versions) the channel has."""
     out: list[Scenario] = []
-    pys = pythons_by_platform
+    pys = pythons_by_platform(records)
+    cuda13 = any(
+        r["build"].startswith("cuda130") for r in records.get("linux-64", ()) if r["name"] == "pytorch"
+    )
     if "linux-64" in pys:
         p = "linux-64"
         magma = {"libtorch-cuda-linalg": "cuda126_mkl_magma_*", "libmagma": "*"}
         out += [
             Scenario("gpu", p, ("pytorch",), CUDA, {"pytorch": "cuda126_mkl_py*", **magma}),
-            Scenario("gpu-cuda13", p, ("pytorch",), "13.0", {"pytorch": "cuda130_mkl_py*"}),
+            *(
+                [Scenario("gpu-cuda13", p, ("pytorch",), "13.0", {"pytorch": "cuda130_mkl_py*"})]
+                if cuda13
+                else []
+            ),
             Scenario("cpu", p, ("pytorch",), None, {"pytorch": "cpu_mkl_py*", "libtorch-cuda-linalg": None}),
             Scenario("cpu-meta-on-gpu", p, ("pytorch-cpu",), CUDA, {"pytorch": "cpu_mkl_py*"}),
             Scenario("gpu-meta", p, ("pytorch-gpu",), CUDA, {"pytorch": "cuda126_mkl_py*"}),
@@ -227,20 +236,25 @@ def render_feedstock(feedstock_dir: Path, configs: Sequence[str] = ()) -> list[A
 
     ``configs`` (file names or aliases, see ``configs.py``) restricts rendering to those configs.
     """
-    if not configs:
-        from feedstock.render import render_all
-
-        rendered = render_all(feedstock_dir)
-        if isinstance(rendered, Mapping):
-            return [o for outputs in rendered.values() for o in outputs]
-        return list(rendered)
-
     from feedstock.configs import list_configs, resolve_configs
-    from feedstock.render import render_config
+
+    if not configs:
+        return _render_parallel([c.path for c in list_configs(feedstock_dir)], feedstock_dir / "recipe")
 
     available = list_configs(feedstock_dir)
-    paths = {c.path: None for name in configs for c in resolve_configs(name, available)}
-    return [o for path in paths for o in render_config(path, feedstock_dir / "recipe")]
+    paths = list({c.path: None for name in configs for c in resolve_configs(name, available)})
+    return _render_parallel(paths, feedstock_dir / "recipe")
+
+
+def _render_parallel(paths: Sequence[Path], recipe_dir: Path) -> list[Any]:
+    """Render configs in worker processes (rendering is pure Python and CPU-bound)."""
+    from feedstock.render import render_config
+
+    if len(paths) < 2:
+        return [o for path in paths for o in render_config(path, recipe_dir)]
+    with concurrent.futures.ProcessPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
+        results = pool.map(render_config, paths, [recipe_dir] * len(paths))
+        return [o for outputs in results for o in outputs]
 
 
 def build_channel(
@@ -322,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="solver-check-") as tmp:
         channel_dir = args.keep or Path(tmp) / "channel"
         records = write_channel(outputs, channel_dir)
-        todo = scenarios(pythons_by_platform(records))
+        todo = scenarios(records)
         if args.only:
             todo = [s for s in todo if any(fnmatch.fnmatchcase(s.key, g) for g in args.only)]
         outcomes = run(Channel(channel_dir), todo)

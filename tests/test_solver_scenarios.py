@@ -1,0 +1,186 @@
+"""What `conda install pytorch` resolves to, over a channel rendered from every .ci_support config.
+
+The channel is rendered and written once per session (scripts/solver_check.py); each test solves
+with py-rattler against it.  Set SOLVER_CHECK_FEEDSTOCK to check another checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import solver_check
+from feedstock.channel import PYTHONS, Channel, Installed, SolveError
+
+FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", solver_check.FEEDSTOCK))
+GPU = {"__cuda": solver_check.CUDA}
+
+
+@pytest.fixture(scope="session")
+def rendered_channel(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Channel, dict[str, list[dict[str, Any]]]]:
+    try:
+        import feedstock.render  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"render library not available: {exc}")
+    if not list((FEEDSTOCK / ".ci_support").glob("*.yaml")):
+        pytest.skip(f"no .ci_support configs in {FEEDSTOCK}")
+    channel_dir = tmp_path_factory.mktemp("solver") / "channel"
+    records = solver_check.build_channel(FEEDSTOCK, channel_dir)
+    return Channel(channel_dir), records
+
+
+@pytest.fixture(scope="session")
+def channel(rendered_channel: tuple[Channel, Any]) -> Channel:
+    return rendered_channel[0]
+
+
+@pytest.fixture(scope="session")
+def records(rendered_channel: tuple[Any, dict[str, list[dict[str, Any]]]]) -> dict[str, list[dict[str, Any]]]:
+    return rendered_channel[1]
+
+
+def install(
+    channel: Channel, *specs: str, platform: str = "linux-64", cuda: bool = False
+) -> dict[str, Installed]:
+    return channel.solve(specs, platform, GPU if cuda else None)
+
+
+def builds(env: dict[str, Installed]) -> str:
+    """Readable summary for assertion messages."""
+    return ", ".join(str(env[n]) for n in solver_check.INTERESTING if n in env)
+
+
+def assert_same_build(env: dict[str, Installed]) -> None:
+    """pytorch's exact libtorch pin is the installed libtorch; the linalg belongs to the same build."""
+    pytorch, libtorch = env["pytorch"], env["libtorch"]
+    pins = [d for d in pytorch.depends if d.split()[0] == "libtorch" and len(d.split()) == 3]
+    assert pins == [f"libtorch {libtorch.version} {libtorch.build}"], builds(env)
+    variant = pytorch.build.split("_py")[0]
+    assert libtorch.build.startswith(variant + "_h"), builds(env)
+    assert pytorch.build.rsplit("_", 1)[1] == libtorch.build.rsplit("_", 1)[1], builds(env)
+    if "libtorch-cuda-linalg" in env:
+        linalg = env["libtorch-cuda-linalg"]
+        assert linalg.build.startswith(variant + "_"), builds(env)
+        assert linalg.build.rsplit("_", 1)[1] == libtorch.build.rsplit("_", 1)[1], builds(env)
+
+
+# -- the main scenarios --------------------------------------------------------------------------
+
+
+def test_gpu_machine_gets_the_cuda_mkl_magma_build(channel: Channel) -> None:
+    env = install(channel, "pytorch", cuda=True)
+    assert env["pytorch"].build.startswith("cuda126_mkl_py"), builds(env)
+    assert "_magma_" in env["libtorch-cuda-linalg"].build, builds(env)
+    assert "libmagma" in env, builds(env)
+    assert_same_build(env)
+
+
+def test_machine_without_gpu_gets_the_cpu_mkl_build(channel: Channel) -> None:
+    env = install(channel, "pytorch")
+    assert env["pytorch"].build.startswith("cpu_mkl_py"), builds(env)
+    assert "libtorch-cuda-linalg" not in env and "libmagma" not in env, builds(env)
+    assert_same_build(env)
+
+
+def test_pytorch_cpu_on_a_gpu_machine_gets_the_cpu_build(channel: Channel) -> None:
+    env = install(channel, "pytorch-cpu", cuda=True)
+    assert env["pytorch"].build.startswith("cpu_mkl_py"), builds(env)
+    assert "pytorch-gpu" not in env
+
+
+def test_pytorch_gpu_without_cuda_is_unsatisfiable(channel: Channel) -> None:
+    with pytest.raises(SolveError, match="__cuda"):
+        install(channel, "pytorch-gpu")
+
+
+def test_nomagma_linalg_on_request_without_libmagma(channel: Channel) -> None:
+    env = install(channel, "pytorch", "libtorch-cuda-linalg * *_nomagma_*", cuda=True)
+    assert "_nomagma_" in env["libtorch-cuda-linalg"].build, builds(env)
+    assert "libmagma" not in env, builds(env)
+    assert env["pytorch"].build.startswith("cuda126_mkl_py"), "only the linalg variant changes: " + builds(
+        env
+    )
+
+
+def test_nomagma_linalg_and_libmagma_are_unsatisfiable(channel: Channel) -> None:
+    with pytest.raises(SolveError):
+        install(channel, "libtorch-cuda-linalg * *_nomagma_*", "libmagma", cuda=True)
+
+
+@pytest.mark.parametrize("cuda", [False, True], ids=["cpu", "gpu"])
+def test_nomkl_gets_the_generic_blas_build(channel: Channel, cuda: bool) -> None:
+    env = install(channel, "pytorch", "nomkl", cuda=cuda)
+    assert env["pytorch"].build.startswith(("cuda126" if cuda else "cpu") + "_generic_py"), builds(env)
+    assert env["libblas"].build.endswith("openblas") and "mkl" not in env, builds(env)
+    assert_same_build(env)
+
+
+@pytest.mark.parametrize("py", PYTHONS)
+@pytest.mark.parametrize("cuda", [False, True], ids=["cpu", "gpu"])
+def test_python_version_picks_the_matching_pytorch(channel: Channel, py: str, cuda: bool) -> None:
+    env = install(channel, "pytorch", f"python={py}", cuda=cuda)
+    tag = "py" + py.replace(".", "")
+    assert f"_{tag}_" in env["pytorch"].build, builds(env)
+    assert env["pytorch"].build.startswith("cuda126_mkl" if cuda else "cpu_mkl"), builds(env)
+    assert_same_build(env)
+
+
+@pytest.mark.parametrize("py", PYTHONS)
+@pytest.mark.parametrize("meta", ["pytorch-cpu", "pytorch-gpu"])
+def test_metapackage_works_with_every_python(channel: Channel, py: str, meta: str) -> None:
+    env = install(channel, meta, f"python={py}", cuda=True)
+    assert f"_py{py.replace('.', '')}_" in env["pytorch"].build, builds(env)
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        ("pytorch * cpu_*", "libtorch * cuda*"),
+        ("pytorch * cuda*", "libtorch * cpu_*"),
+        ("pytorch-cpu", "pytorch-gpu"),
+    ],
+    ids=["cpu-pytorch-cuda-libtorch", "cuda-pytorch-cpu-libtorch", "both-metapackages"],
+)
+def test_mixing_cpu_and_cuda_is_unsatisfiable(channel: Channel, specs: tuple[str, ...]) -> None:
+    with pytest.raises(SolveError):
+        install(channel, *specs, cuda=True)
+
+
+@pytest.mark.parametrize(("platform", "blas"), [("osx-64", "mkl"), ("osx-arm64", "generic")])
+@pytest.mark.parametrize("py", PYTHONS)
+def test_osx_resolves_to_the_per_python_build(channel: Channel, platform: str, blas: str, py: str) -> None:
+    env = install(channel, "pytorch", f"python={py}", platform=platform)
+    tag = "py" + py.replace(".", "")
+    assert env["pytorch"].build.startswith(f"cpu_{blas}_{tag}_"), builds(env)
+    assert_same_build(env)
+
+
+def test_every_platform_offers_every_supported_python(records: dict[str, list[dict[str, Any]]]) -> None:
+    found = solver_check.pythons_by_platform(records)
+    expected = {p: list(PYTHONS) for p in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64")}
+    assert found == expected
+
+
+def test_build_numbers_prefer_cuda_mkl_magma(records: dict[str, list[dict[str, Any]]]) -> None:
+    assert solver_check.preference_problems(records) == []
+
+
+# -- the whole scenario table (what the README shows) --------------------------------------------
+
+
+def test_scenario_table(rendered_channel: tuple[Channel, dict[str, list[dict[str, Any]]]]) -> None:
+    channel, records = rendered_channel
+    outcomes = solver_check.run(channel, solver_check.scenarios(records))
+    failed = [o for o in outcomes if o.problems]
+    assert not failed, "\n" + solver_check.table(failed)
+    for outcome in outcomes:
+        if outcome.installed and "pytorch" in outcome.installed:
+            assert_same_build(outcome.installed)
