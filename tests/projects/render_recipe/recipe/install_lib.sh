@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "installing toylib into $PREFIX"

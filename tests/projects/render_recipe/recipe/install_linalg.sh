@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "installing the ${with_magma} variant"
