@@ -38,19 +38,21 @@ def walk_entries(root: Path) -> list[Entry]:
     """All regular files and symlinks under *root* (symlinks are not followed)."""
     entries: list[Entry] = []
     odd: list[str] = []
+    root_s = os.fspath(root)
+    cut = len(os.path.join(root_s, ""))
 
     def on_error(exc: OSError) -> None:
         raise MegabuildError(f"cannot read {exc.filename}: {exc.strerror}")
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error):
-        base = Path(dirpath)
+    for dirpath, dirnames, filenames in os.walk(root_s, onerror=on_error):
         # os.walk lists symlinks to directories among dirnames: treat them as entries.
-        names = list(filenames) + [d for d in dirnames if (base / d).is_symlink()]
-        dirnames[:] = [d for d in dirnames if not (base / d).is_symlink()]
-        for name in names:
-            path = base / name
-            st = path.lstat()
-            rel = path.relative_to(root).as_posix()
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        if links:
+            dirnames[:] = [d for d in dirnames if d not in links]
+        for name in filenames + links:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            rel = full[cut:].replace(os.sep, "/")
             if stat.S_ISLNK(st.st_mode):
                 entries.append(Entry(rel, 0, True, st.st_mode, st.st_dev, st.st_ino))
             elif stat.S_ISREG(st.st_mode):
@@ -94,11 +96,14 @@ class Mover:
     stats: MoveStats = field(default_factory=MoveStats)
     journal: list[tuple[Path, Path]] = field(default_factory=list)
     created_dirs: list[tuple[Path, int]] = field(default_factory=list)
+    _known_dirs: set[Path] = field(default_factory=set, repr=False)
 
     def ensure_dir(self, dest_root: Path, rel_dir: str, src_root: Path | None = None) -> None:
         """Create ``dest_root/rel_dir`` and missing parents; each directory
         created below *dest_root* later gets the mode of the same directory
         under *src_root* (applied by :meth:`finish`, after the moves)."""
+        if dest_root / rel_dir in self._known_dirs:
+            return
         dest_root.mkdir(parents=True, exist_ok=True)
         current = dest_root
         source = src_root
@@ -112,6 +117,7 @@ class Mover:
                 self.created_dirs.append((current, stat.S_IMODE(source.lstat().st_mode)))
             else:
                 self.created_dirs.append((current, -1))
+        self._known_dirs.add(dest_root / rel_dir)
 
     def move(self, src: Path, dst: Path, size: int, allow_big_copy: bool = False) -> None:
         _move_one(src, dst, size, self.stats, allow_big_copy)
@@ -140,6 +146,7 @@ class Mover:
             with contextlib.suppress(OSError):
                 path.rmdir()
         self.created_dirs.clear()
+        self._known_dirs.clear()
         return failed
 
 

@@ -32,7 +32,7 @@ from megabuild.split.spec import DROPPED, Spec, format_paths
 
 LINK_AREAS = ("lib", "bin", "share")
 PYC_PACKAGES = ("torch", "functorch", "torchgen")
-_PYC = re.compile(r"^(?P<stem>.+?)\.(?P<tag>[A-Za-z0-9_]+-[A-Za-z0-9_]+)(?:\.opt-\d+)?\.pyc\Z")
+_TAG = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)?")
 
 
 @dataclass
@@ -68,8 +68,13 @@ class LinkBackReport:
 
 def pyc_tag(name: str) -> str | None:
     """``cpython-312`` for ``mod.cpython-312.opt-1.pyc``; ``None`` if not a tagged pyc."""
-    match = _PYC.match(name)
-    return match.group("tag") if match else None
+    # In __pycache__ the name is <module>.<tag>[.opt-N].pyc and module names have no dots.
+    parts = name.split(".")
+    if parts[-1] != "pyc" or len(parts) not in (3, 4):
+        return None
+    if len(parts) == 4 and not re.fullmatch(r"opt-\d+", parts[2]):
+        return None
+    return parts[1] if _TAG.fullmatch(parts[1]) else None
 
 
 def _inside(path: str, root: str) -> bool:
@@ -85,7 +90,7 @@ def link_back(
     keep_missing: bool = False,
     dry_run: bool = False,
 ) -> LinkBackReport:
-    if not re.fullmatch(r"[A-Za-z0-9_]+-[A-Za-z0-9_]+", python_tag):
+    if not _TAG.fullmatch(python_tag):
         raise MegabuildError(f"--python-tag {python_tag!r} is not a cache tag like cpython-312")
     if not prefix.is_dir():
         raise MegabuildError(f"prefix {prefix} is not a directory")

@@ -168,8 +168,11 @@ def stage(
         totals.setdefault(name, OutputTotal()).add(entry)
         moves.append((entry, staging / name, name))
 
-    clashes = [str(Path(name) / e.relpath) for e, root, name in moves if os.path.lexists(root / e.relpath)]
-    blocked = _blocked_parents(moves)
+    # Only output dirs that exist already can clash (the magma pass adds to a used staging root).
+    existing_roots = {root for _, root, _ in moves if os.path.lexists(root)}
+    old_moves = [m for m in moves if m[1] in existing_roots]
+    clashes = [f"{name}/{e.relpath}" for e, root, name in old_moves if os.path.lexists(root / e.relpath)]
+    blocked = _blocked_parents(old_moves)
     if clashes:
         problems.append(f"already in the staging dir: {format_paths(clashes)}")
     if blocked:
@@ -181,13 +184,8 @@ def stage(
                 f"staging dir is on another file system than the tree; refusing to copy "
                 f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
             )
-    unwritable = sorted(
-        {
-            str((tree / e.relpath).parent)
-            for e, _, _ in moves
-            if not os.access((tree / e.relpath).parent, os.W_OK)
-        }
-    )
+    source_dirs = {os.path.join(os.fspath(tree), e.relpath.rpartition("/")[0]) for e, _, _ in moves}
+    unwritable = sorted(d for d in source_dirs if not os.access(d, os.W_OK))
     if unwritable:
         problems.append(f"cannot remove files from read-only directories: {format_paths(unwritable)}")
     if problems:
