@@ -31,8 +31,10 @@ with ``bypass_env_check``), and the run_exports of external packages come from t
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fnmatch
+import functools
 import hashlib
 import itertools
 import json
@@ -58,6 +60,9 @@ __all__ = [
     "select_lines",
     "selector_namespace",
 ]
+
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class RenderError(Exception):
@@ -125,6 +130,7 @@ _SEL_PAT = re.compile(r"(.+?)\s*(#.*)?\[([^\[\]]+)\](?(2)[^\(\)]*)$")
 _SELECTOR_BUILTINS = {"int": int, "float": float, "len": len, "str": str, "list": list, "dict": dict}
 
 
+@functools.lru_cache(maxsize=65536)
 def split_selector(line: str) -> tuple[str | None, str]:
     """``(selector or None, line without it)`` for one line, as conda-build splits it."""
     line = line.rstrip()
@@ -138,9 +144,14 @@ def split_selector(line: str) -> tuple[str | None, str]:
     return None, line
 
 
+@functools.lru_cache(maxsize=4096)
+def _compile_selector(selector: str) -> Any:
+    return compile(selector.strip(), "<selector>", "eval")
+
+
 def eval_selector(selector: str, namespace: Mapping[str, Any], where: str = "meta.yaml") -> bool:
     try:
-        code = compile(selector.strip(), "<selector>", "eval")
+        code = _compile_selector(selector)
     except SyntaxError as exc:
         raise RenderError(f"{where}: invalid selector [{selector}]: {exc.msg}") from None
     for name in code.co_names:
@@ -517,6 +528,12 @@ class _Renderer:
         except OSError as exc:
             raise RenderError(f"cannot read {meta_path}: {exc}") from None
         self.candidates: list[_Candidate] = []
+        self._env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        self._templates: dict[str, jinja2.Template] = {}
+        self._parsed: dict[str, dict[str, Any]] = {}
+        self._top_cache: dict[tuple, dict[str, Any]] = {}
+        self._raw_blocks = output_blocks(self.meta_text)
+        self._used_cache: dict[tuple, set[str]] = {}
 
     # -- jinja ----------------------------------------------------------------------------------
 
@@ -584,21 +601,25 @@ class _Renderer:
     def _render_text(self, variant: Mapping[str, str], ctx: Mapping[str, Any]) -> dict[str, Any]:
         ns = selector_namespace(self.subdir, self.build_subdir, variant)
         text = select_lines(self.meta_text, ns)
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         try:
-            rendered = env.from_string(text).render(**ctx)
+            if text not in self._templates:
+                self._templates[text] = self._env.from_string(text)
+            rendered = self._templates[text].render(**ctx)
         except jinja2.TemplateError as exc:
             raise RenderError(f"meta.yaml: Jinja error for {self.config.name}: {exc}") from None
         text = select_lines(rendered, ns, "meta.yaml (rendered)")
+        if text in self._parsed:
+            return copy.deepcopy(self._parsed[text])
         try:
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_YAML_LOADER) or {}
         except yaml.YAMLError as exc:
             raise RenderError(
                 f"meta.yaml: YAML error after rendering for {self.config.name}: {exc}"
             ) from None
         if not isinstance(data, dict):
             raise RenderError("meta.yaml: does not render to a mapping")
-        return data
+        self._parsed[text] = data
+        return copy.deepcopy(data)
 
     # -- first pass: which outputs exist, with which used variables ------------------------------
 
@@ -631,6 +652,13 @@ class _Renderer:
                 self.candidates.append(_Candidate(index, name, dict(variant), used_values, out, number))
 
     def _top_level(self, variant: Mapping[str, str], pin: Callable[..., str]) -> dict[str, Any]:
+        """The whole recipe rendered for ``variant`` (``pin`` must not depend on state: cached)."""
+        key = tuple(sorted(variant.items()))
+        if key not in self._top_cache:
+            self._top_cache[key] = self._render_top_level(variant, pin)
+        return copy.deepcopy(self._top_cache[key])
+
+    def _render_top_level(self, variant: Mapping[str, str], pin: Callable[..., str]) -> dict[str, Any]:
         name, version, number = "", "", 0
         for _ in range(3):  # PKG_VERSION / PKG_BUILDNUM come from the recipe itself
             ctx = self._context(
@@ -657,10 +685,18 @@ class _Renderer:
         keys: list[str],
     ) -> set[str]:
         ns = selector_namespace(self.subdir, self.build_subdir, variant)
-        raw_blocks = output_blocks(self.meta_text)
+        raw_blocks = self._raw_blocks
         selected_blocks = output_blocks(select_lines(self.meta_text, ns))
         raw = raw_blocks[index] if index < len(raw_blocks) else ""
         selected = selected_blocks[index] if index < len(selected_blocks) else ""
+        cache_key = (index, selected, json.dumps(out, sort_keys=True, default=str), tuple(sorted(variant)))
+        if cache_key not in self._used_cache:
+            self._used_cache[cache_key] = self._compute_used_vars(raw, selected, out, variant, keys)
+        return set(self._used_cache[cache_key])
+
+    def _compute_used_vars(
+        self, raw: str, selected: str, out: dict[str, Any], variant: Mapping[str, str], keys: list[str]
+    ) -> set[str]:
         used = find_used_variables_in_text(keys, raw, selectors_only=True)
         all_used = used | find_used_variables_in_text(keys, selected)
         reqs_match = _REQS_RE.search(selected)
