@@ -190,15 +190,16 @@ def _move_one(src: Path, dst: Path, size: int, stats: MoveStats, allow_big_copy:
 
 def prune_empty_dirs(root: Path, relpaths: list[str]) -> None:
     """Remove directories under *root* that moving *relpaths* left empty."""
-    dirs: set[Path] = set()
+    dirs: set[str] = set()
     for rel in relpaths:
-        parent = (root / rel).parent
-        while parent != root and root in parent.parents:
-            dirs.add(parent)
-            parent = parent.parent
-    for path in sorted(dirs, key=lambda p: -len(p.parts)):
+        rel_dir = rel.rpartition("/")[0]
+        while rel_dir and rel_dir not in dirs:
+            dirs.add(rel_dir)
+            rel_dir = rel_dir.rpartition("/")[0]
+    root_s = os.fspath(root)
+    for rel_dir in sorted(dirs, key=lambda d: -d.count("/")):
         with contextlib.suppress(OSError):
-            path.rmdir()
+            os.rmdir(os.path.join(root_s, rel_dir))
 
 
 def human(nbytes: int) -> str:

@@ -82,18 +82,23 @@ def install(
     existing: list[str] = []
     not_files: list[str] = []
     blocked: set[str] = set()
+    prefix_s = os.fspath(prefix)
+    parents: set[str] = set()
     for entry in entries:
-        dst = prefix / entry.relpath
+        dst = os.path.join(prefix_s, entry.relpath)
         if os.path.lexists(dst):
-            if dst.is_dir() and not dst.is_symlink():
+            if os.path.isdir(dst) and not os.path.islink(dst):
                 not_files.append(entry.relpath)
             else:
                 existing.append(entry.relpath)
-        parent = dst.parent
-        while parent != prefix and prefix in parent.parents:
-            if os.path.lexists(parent) and not parent.is_dir():
-                blocked.add(str(parent.relative_to(prefix)))
-            parent = parent.parent
+        rel_dir = entry.relpath.rpartition("/")[0]
+        while rel_dir and rel_dir not in parents:
+            parents.add(rel_dir)
+            rel_dir = rel_dir.rpartition("/")[0]
+    for rel_dir in parents:
+        path = os.path.join(prefix_s, rel_dir)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            blocked.add(rel_dir)
     problems = []
     if existing and not overwrite:
         problems.append(f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
