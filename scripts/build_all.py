@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Build every config (or those an alias / glob selects) in turn with build-locally.py.
+
+    python scripts/build_all.py                      # every linux config, then zip the logs
+    python scripts/build_all.py linux_64_cuda12.6    # an alias (see build-locally.py --help)
+    python scripts/build_all.py --filter '*cuda*' --prune --keep-going
+
+Resumable: a config counts as done only when build-locally.py has written its marker
+(``build_artifacts/build-locally-done/<config>.json``, the very last step of a successful build);
+done configs are skipped. Each config's output goes to ``build_artifacts/logs/<config>.log``
+(the previous attempt's log is kept as ``<config>.log.prev``); a progress line shows
+``[i/n] config | phase | elapsed``, the phase parsed from the log. At the end all logs are
+zipped into ``build_artifacts/logs/build_logs.zip`` (post it with the CFEP-03 PR).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from feedstock.configs import ConfigError, list_configs, resolve_configs
+
+FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
+DOCKER_PLATFORMS = ("linux_",)
+
+# (regex, phase) in priority order; the first match of a log line sets the phase.
+_PHASES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^(Configure Docker|Start Docker|Configuring conda)\s*$"), r"\1"),
+    (re.compile(r"^(Inspecting artifacts|Validating outputs|Uploading packages|Final checks)\s*$"), r"\1"),
+    (re.compile(r"BUILD START: \[?'?([A-Za-z0-9_.-]+?)-\d"), r"build \1"),
+    (re.compile(r"TEST START: (?:\S*/)?([A-Za-z0-9_.-]+?)-\d"), r"test \1"),
+    (re.compile(r"^Packaging ([A-Za-z0-9_.-]+)\s*$"), r"package \1"),
+    (re.compile(r"^-- Configuring done"), "cmake configured"),
+    (re.compile(r"^\[(\d+)/(\d+)\] "), r"ninja \1/\2"),
+    (re.compile(r"^Solving environment"), "solving"),
+    (re.compile(r"^(Downloading and Extracting Packages|Preparing transaction)"), "fetching packages"),
+]
+
+
+def phase_of(line: str) -> str | None:
+    """The build phase a log line announces, or None."""
+    line = line.rstrip("\r\n")
+    for pattern, template in _PHASES:
+        match = pattern.search(line)
+        if match:
+            return match.expand(template)
+    return None
+
+
+def format_elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def marker(root: Path, name: str) -> Path:
+    """Same path as build-locally.py's done marker."""
+    return root / "build_artifacts" / "build-locally-done" / f"{name}.json"
+
+
+def select(root: Path, names: list[str], pattern: str | None) -> list[str]:
+    configs = list_configs(root)
+    chosen: dict[str, None] = {}
+    if names:
+        for name in names:
+            for config in resolve_configs(name, configs):
+                chosen.setdefault(config.name, None)
+    else:
+        for config in configs:
+            if config.name.startswith(DOCKER_PLATFORMS):
+                chosen.setdefault(config.name, None)
+    result = [n for n in chosen if pattern is None or fnmatch.fnmatch(n, pattern)]
+    return result
+
+
+class Progress:
+    """One status line, rewritten in place on a terminal, printed on phase changes otherwise."""
+
+    def __init__(self, stream: TextIO, label: str) -> None:
+        self.stream = stream
+        self.label = label
+        self.tty = stream.isatty()
+        self.phase = "starting"
+        self.start = time.monotonic()
+        self.last_draw = 0.0
+
+    def line(self) -> str:
+        return f"{self.label} | {self.phase} | {format_elapsed(time.monotonic() - self.start)}"
+
+    def update(self, phase: str | None) -> None:
+        changed = phase is not None and phase != self.phase
+        if changed:
+            self.phase = phase  # type: ignore[assignment]
+        now = time.monotonic()
+        if self.tty and (changed or now - self.last_draw >= 1):
+            self.stream.write("\r\x1b[2K" + self.line())
+            self.stream.flush()
+            self.last_draw = now
+        elif not self.tty and changed and not self.phase.startswith("ninja"):
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+
+    def finish(self, result: str) -> None:
+        self.phase = result
+        self.stream.write(("\r\x1b[2K" if self.tty else "") + self.line() + "\n")
+        self.stream.flush()
+
+
+def run_config(cmd: list[str], log_path: Path, progress: Progress, cwd: Path) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if log_path.exists():
+        log_path.replace(log_path.with_name(log_path.name + ".prev"))
+    with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            cwd=cwd,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            progress.update(phase_of(line))
+        log.flush()
+        return proc.wait()
+
+
+def zip_logs(log_dir: Path, target: Path, names: Iterable[str]) -> Path:
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in names:
+            for suffix in (".log", ".log.prev"):
+                path = log_dir / f"{name}{suffix}"
+                if path.is_file():
+                    zf.write(path, path.name)
+    return target
+
+
+def prune(docker: str) -> None:
+    print(f"$ {docker} system prune -f", flush=True)
+    subprocess.run([docker, "system", "prune", "-f"], check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
+    p.add_argument("--filter", help="glob on config names, applied after the aliases")
+    p.add_argument("--prune", action="store_true", help="run `docker system prune -f` after each config")
+    p.add_argument("--keep-going", action="store_true", help="continue with the next config after a failure")
+    p.add_argument("--cpu-count", help="CPU_COUNT passed to build-locally.py")
+    p.add_argument("--force", action="store_true", help="rebuild configs that are already done")
+    p.add_argument(
+        "--build-locally",
+        default=str(FEEDSTOCK_ROOT / "build-locally.py"),
+        help=argparse.SUPPRESS,  # tests point this at a copy
+    )
+    ns = p.parse_args(argv)
+    root = Path(ns.build_locally).resolve().parent
+    try:
+        names = select(root, ns.configs, ns.filter)
+    except ConfigError as exc:
+        print(f"build_all: error: {exc}", file=sys.stderr)
+        return 2
+    if not names:
+        print("build_all: error: no config selected", file=sys.stderr)
+        return 2
+    log_dir = root / "build_artifacts" / "logs"
+    docker = os.environ.get("DOCKER_EXECUTABLE", "docker")
+    failed: list[str] = []
+    started = time.monotonic()
+    print(f"{len(names)} config(s); logs in {log_dir.relative_to(root)}/")
+    for i, name in enumerate(names, 1):
+        label = f"[{i}/{len(names)}] {name}"
+        if marker(root, name).is_file() and not ns.force:
+            print(f"{label} | done earlier, skipped")
+            continue
+        cmd = [sys.executable, str(ns.build_locally), name]
+        if ns.cpu_count:
+            cmd += ["--cpu-count", ns.cpu_count]
+        progress = Progress(sys.stdout, label)
+        progress.update(None)
+        rc = run_config(cmd, log_dir / f"{name}.log", progress, root)
+        ok = rc == 0 and marker(root, name).is_file()
+        progress.finish("ok" if ok else f"FAILED (exit {rc}, see {log_dir.name}/{name}.log)")
+        if ns.prune and i < len(names):
+            prune(docker)
+        if not ok:
+            failed.append(name)
+            if rc == 2:
+                print("build_all: build-locally.py refused to start (see the log); stopping", file=sys.stderr)
+                break
+            if not ns.keep_going:
+                break
+    archive = zip_logs(log_dir, log_dir / "build_logs.zip", names) if log_dir.is_dir() else None
+    done = sum(marker(root, n).is_file() for n in names)
+    took = format_elapsed(time.monotonic() - started)
+    print(f"{done}/{len(names)} config(s) done in total; this run took {took}")
+    if archive:
+        print(f"logs: {archive.relative_to(root)}")
+    if failed:
+        print(f"failed: {' '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0 if done == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
