@@ -245,3 +245,20 @@ def test_cli_stage_and_errors(tmp_path: Path, spec_path: Path) -> None:
 
 def test_mini_spec_is_not_mutated() -> None:
     assert MINI_SPEC["rules"][0]["pattern"] == "lib/libc10.so*"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("link", "target", "why"),
+    [
+        ("lib/libc10.so.5", "libtorch_python.so", "target goes to pytorch"),
+        ("lib/libc10.so.2", "/usr/lib/libc10.so", "absolute"),
+        ("lib/libc10.so.3", "../../elsewhere.so", "outside the tree"),
+        ("lib/libc10.so.4", "libc10.so.gone", "dangling"),
+    ],
+)
+def test_symlinks_must_still_resolve_after_staging(
+    tmp_path: Path, spec_path: Path, link: str, target: str, why: str
+) -> None:
+    tree = make_tree(tmp_path / "torch")
+    os.symlink(target, tree / link)
+    _assert_refused(tmp_path, spec_path, tree, rf"symlinks would not resolve .*{link} -> .*\({why}\)")

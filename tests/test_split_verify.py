@@ -90,3 +90,10 @@ def test_verify_file_lists(tmp_path: Path) -> None:
     assert res.returncode == 1 and "lib/libtorch_cpu.so (libtorch, pytorch)" in res.stderr
     res = run_cli("verify", "--spec", REAL_SPEC, "--file-list", "libtorch")
     assert res.returncode == 1 and "OUTPUT=FILE" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_verify_catches_dangling_symlinks(tmp_path: Path) -> None:
+    spec_path, staging = _staged(tmp_path, cuda=False)
+    (staging / "libtorch/lib/libc10.so.2.13.0").unlink()
+    with pytest.raises(MegabuildError, match=r"do not resolve inside it: lib/libc10\.so\b"):
+        verify(load_spec(spec_path), staging=staging)

@@ -10,6 +10,7 @@ moved files back.
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +169,9 @@ def stage(
         totals.setdefault(name, OutputTotal()).add(entry)
         moves.append((entry, staging / name, name))
 
+    bad_links = _links_left_behind(tree, moves, assigned)
+    if bad_links:
+        problems.append(f"symlinks would not resolve after staging: {format_paths(bad_links)}")
     # Only output dirs that exist already can clash (the magma pass adds to a used staging root).
     existing_roots = {root for _, root, _ in moves if os.path.lexists(root)}
     old_moves = [m for m in moves if m[1] in existing_roots]
@@ -245,3 +249,31 @@ def _blocked_parents(moves: list[tuple[Entry, Path, str]]) -> list[str]:
             if os.path.lexists(p) and not p.is_dir():
                 blocked.add(str(p))
     return sorted(blocked)
+
+
+def _links_left_behind(
+    tree: Path,
+    moves: list[tuple[Entry, Path, str]],
+    assigned: dict[str, Classification],
+) -> list[str]:
+    """Moved symlinks whose target does not move to the same output."""
+    bad: list[str] = []
+    for entry, _root, _name in moves:
+        if not entry.is_link:
+            continue
+        target = os.readlink(os.path.join(os.fspath(tree), entry.relpath))
+        if os.path.isabs(target):
+            bad.append(f"{entry.relpath} -> {target} (absolute)")
+            continue
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.relpath), target))
+        if resolved == ".." or resolved.startswith("../"):
+            bad.append(f"{entry.relpath} -> {target} (outside the tree)")
+            continue
+        cls = assigned.get(resolved)
+        if cls is None:
+            if not os.path.isdir(os.path.join(os.fspath(tree), resolved)):
+                bad.append(f"{entry.relpath} -> {target} (dangling)")
+            continue
+        if cls.output != assigned[entry.relpath].output:
+            bad.append(f"{entry.relpath} -> {target} (target goes to {cls.output})")
+    return bad

@@ -17,6 +17,7 @@ line, as in a conda package's ``info/files``; pytorch's paths under
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,9 +54,21 @@ def parts_from_staging(spec: Spec, staging: Path) -> tuple[list[Part], list[str]
         if parsed is None or not child.is_dir() or child.is_symlink():
             problems.append(f"unexpected entry in the staging dir: {child.name}")
             continue
-        paths = [e.relpath for e in walk_entries(child)]
+        entries = walk_entries(child)
+        paths = [e.relpath for e in entries]
+        dangling = [e.relpath for e in entries if e.is_link and not _resolves_inside(child, e.relpath)]
+        if dangling:
+            problems.append(
+                f"symlinks in {child.name} that do not resolve inside it: {format_paths(dangling)}"
+            )
         parts.append(Part(child.name, parsed[0], paths, list(paths)))
     return parts, problems
+
+
+def _resolves_inside(root: Path, relpath: str) -> bool:
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(root, relpath))
+    return target.startswith(real_root + os.sep) and os.path.exists(target)
 
 
 def parts_from_lists(spec: Spec, items: list[str]) -> list[Part]:
