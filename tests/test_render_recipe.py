@@ -1,0 +1,346 @@
+"""The real recipe (recipe/meta.yaml + .ci_support/*.yaml) rendered like conda-build would.
+
+Checks the output set, build strings/numbers and the pins between outputs for every config, plus
+the recipe hygiene conda-smithy's linter asks for. Set RENDER_TEST_FEEDSTOCK to check another
+checkout. Where conda_build is importable, outputs are also compared with conda_build.api.render.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from feedstock.configs import Config, list_configs
+from feedstock.render import (
+    RenderedOutput,
+    RenderError,
+    conda_glob_match,
+    mask_hash,
+    render_config,
+    split_selector,
+)
+
+FEEDSTOCK = Path(os.environ.get("RENDER_TEST_FEEDSTOCK", Path(__file__).resolve().parents[1]))
+RECIPE = FEEDSTOCK / "recipe"
+META = RECIPE / "meta.yaml"
+CONFIGS = list_configs(FEEDSTOCK) if META.is_file() else []
+PYTHONS_MEGABUILD = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+
+pytestmark = pytest.mark.skipif(
+    not CONFIGS, reason=f"no recipe/meta.yaml or .ci_support configs in {FEEDSTOCK}"
+)
+
+
+def _ids(config: Config) -> str:
+    return config.name
+
+
+@cache
+def rendered(name: str) -> list[RenderedOutput]:
+    config = next(c for c in CONFIGS if c.name == name)
+    return render_config(config.path, RECIPE)
+
+
+def _single(config: Config, key: str) -> str:
+    values = sorted(set(config.get(key)))
+    assert len(values) == 1, f"{config.name}: expected one {key}, got {values}"
+    return values[0]
+
+
+def _is_cuda(config: Config) -> bool:
+    return _single(config, "cuda_compiler_version") != "None"
+
+
+def _base_build_number() -> int:
+    match = re.search(r"{%\s*set\s+build\s*=\s*(\d+)\s*%}", META.read_text())
+    assert match, "meta.yaml must `{% set build = N %}`"
+    return int(match.group(1))
+
+
+def _tags(config: Config) -> tuple[str, str, int]:
+    cuda = _single(config, "cuda_compiler_version")
+    blas = _single(config, "blas_impl") if config.get("blas_impl") else "generic"
+    tag = "cpu" if cuda == "None" else "cuda" + cuda.replace(".", "")
+    number = _base_build_number() + (200 if cuda != "None" else 0) + (100 if blas == "mkl" else 0)
+    return tag, blas, number
+
+
+def _group(outputs: list[RenderedOutput]) -> dict[str, list[RenderedOutput]]:
+    grouped: dict[str, list[RenderedOutput]] = {}
+    for out in outputs:
+        grouped.setdefault(out.name, []).append(out)
+    return grouped
+
+
+def _one(outputs: dict[str, list[RenderedOutput]], name: str) -> RenderedOutput:
+    found = outputs.get(name, [])
+    assert len(found) == 1, f"expected one {name}, got {[o.build_string for o in found]}"
+    return found[0]
+
+
+def _spec(specs: list[str], name: str) -> list[str]:
+    return [s for s in specs if s.split()[0] == name]
+
+
+def _matches(spec: str, out: RenderedOutput) -> bool:
+    """Does a ``name version build`` spec (globs allowed) match an output?"""
+    parts = spec.split()
+    if parts[0] != out.name:
+        return False
+    if len(parts) > 1 and not conda_glob_match(parts[1], out.version):
+        return False
+    return len(parts) < 3 or conda_glob_match(parts[2], out.build_string)
+
+
+# -- the .ci_support configs -------------------------------------------------------------------
+
+
+def test_no_config_file_name_contains_magma() -> None:
+    assert [c.name for c in CONFIGS if "magma" in c.name.lower()] == []
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if _is_cuda(c)], ids=_ids)
+def test_cuda_config_lists_both_with_magma_values(config: Config) -> None:
+    assert sorted(config.get("with_magma")) == ["false", "true"]
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_config_renders(config: Config) -> None:
+    """No undefined Jinja name, every selector evaluates, YAML parses (RenderError otherwise)."""
+    try:
+        outputs = rendered(config.name)
+    except RenderError as exc:
+        pytest.fail(f"{config.name}: {exc}", pytrace=False)
+    assert outputs, f"{config.name} renders no outputs"
+    for out in outputs:
+        assert out.subdir == config.subdir and out.version == outputs[0].version
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_output_set_matches_design(config: Config) -> None:
+    outputs = _group(rendered(config.name))
+    counts = {name: len(outs) for name, outs in outputs.items()}
+    megabuild = config.platform.startswith("linux")
+    pythons = sorted(o.variant.get("python", "?").split(".*")[0] for o in outputs.get("pytorch", []))
+    if megabuild:
+        assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python on linux"
+    else:
+        assert len(pythons) == 1, "one Python per osx config"
+    expected = {"libtorch": 1, "pytorch": len(PYTHONS_MEGABUILD) if megabuild else 1}
+    if _is_cuda(config):
+        expected.update({"libtorch-cuda-linalg": 2, "pytorch-gpu": 1})
+        magma = sorted(o.variant["with_magma"] for o in outputs["libtorch-cuda-linalg"])
+        assert magma == ["false", "true"], f"one linalg per with_magma, got {magma}"
+    else:
+        expected["pytorch-cpu"] = 1
+    assert counts == expected, f"outputs per name {counts}, design says {expected}"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_build_strings_and_numbers(config: Config) -> None:
+    tag, blas, number = _tags(config)
+    problems = []
+    for out in rendered(config.name):
+        if out.name == "libtorch-cuda-linalg":
+            magma = "magma" if out.variant["with_magma"] == "true" else "nomagma"
+            want = (f"{tag}_{blas}_{magma}_h<hash>_{number}", number + (50 if magma == "magma" else 0))
+        elif out.name == "pytorch":
+            py = out.variant["python"].split(".*")[0].replace(".", "")
+            want = (f"{tag}_{blas}_py{py}_h<hash>_{number}", number)
+        else:
+            want = (f"{tag}_{blas}_h<hash>_{number}", number)
+        got = (mask_hash(out.build_string), out.build_number)
+        if got != want or not re.search(r"_h[0-9a-f]{7}_", out.build_string):
+            problems.append(f"{out.name}: got {out.build_string} #{out.build_number}, want {want}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_every_requirement_is_a_well_formed_match_spec(config: Config) -> None:
+    bad = []
+    for out in rendered(config.name):
+        sections = {**out.requirements, "depends": out.depends, "constrains": out.constrains}
+        for section, specs in sections.items():
+            for spec in specs:
+                parts = spec.split()
+                if not (
+                    1 <= len(parts) <= 3
+                    and re.fullmatch(r"(__)?[a-z0-9_][a-z0-9_.\-]*", parts[0])
+                    and not any(p == "-" for p in parts)
+                ):
+                    bad.append(f"{out.name} {section}: {spec!r}")
+    assert bad == [], "mis-indented or merged requirement lines?"
+
+
+# -- pins between the outputs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_pytorch_requires_exactly_its_own_libtorch(config: Config) -> None:
+    outputs = _group(rendered(config.name))
+    libtorch = _one(outputs, "libtorch")
+    exact = f"libtorch {libtorch.version} {libtorch.build_string}"
+    for pytorch in outputs["pytorch"]:
+        assert exact in pytorch.depends, pytorch.depends
+        assert _spec(pytorch.requirements["host"], "libtorch") == [exact]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_libtorch_and_linalg_pin_each_other(config: Config) -> None:
+    outputs = _group(rendered(config.name))
+    libtorch = _one(outputs, "libtorch")
+    linalg_specs = _spec(libtorch.depends, "libtorch-cuda-linalg")
+    if not _is_cuda(config):
+        assert linalg_specs == [] and "libtorch-cuda-linalg" not in outputs
+        return
+    (spec,) = linalg_specs
+    assert all(_matches(spec, linalg) for linalg in outputs["libtorch-cuda-linalg"]), spec
+    for linalg in outputs["libtorch-cuda-linalg"]:
+        (back,) = _spec(linalg.constrains, "libtorch")
+        assert _matches(back, libtorch), back
+    (pytorch_spec,) = _spec(libtorch.constrains, "pytorch")
+    assert all(_matches(pytorch_spec, p) for p in outputs["pytorch"]), pytorch_spec
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if _is_cuda(c)], ids=_ids)
+def test_nomagma_forbids_libmagma_and_magma_requires_it(config: Config) -> None:
+    linalg = {o.variant["with_magma"]: o for o in _group(rendered(config.name))["libtorch-cuda-linalg"]}
+    assert "libmagma <0.0a0" in linalg["false"].constrains
+    assert _spec(linalg["false"].depends, "libmagma") == []
+    assert "libmagma <0.0a0" not in linalg["true"].constrains
+    assert _spec(linalg["true"].depends, "libmagma"), "libmagma-devel's run_exports (model) missing"
+    assert linalg["true"].build_number == linalg["false"].build_number + 50
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_cpu_and_gpu_packages_exclude_each_other(config: Config) -> None:
+    outputs = _group(rendered(config.name))
+    mine, other = ("pytorch-gpu", "pytorch-cpu") if _is_cuda(config) else ("pytorch-cpu", "pytorch-gpu")
+    meta = _one(outputs, mine)
+    assert f"{other} <0.0a0" in meta.constrains
+    for out in [*outputs["pytorch"], *outputs["libtorch"]]:
+        assert f"{other} <0.0a0" in out.constrains, out.name
+    cuda = [p for p in outputs["pytorch"] if "__cuda" in p.depends]
+    assert len(cuda) == (len(outputs["pytorch"]) if _is_cuda(config) else 0), "__cuda on CUDA pytorch only"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_metapackage_matches_every_python_build_of_this_variant(config: Config) -> None:
+    outputs = _group(rendered(config.name))
+    name = "pytorch-gpu" if _is_cuda(config) else "pytorch-cpu"
+    meta = _one(outputs, name)
+    (spec,) = _spec(meta.depends, "pytorch")
+    assert all(_matches(spec, p) for p in outputs["pytorch"]), (
+        spec,
+        [p.build_string for p in outputs["pytorch"]],
+    )
+    # ... and no pytorch of another variant (CPU vs CUDA, other BLAS, other build number)
+    others = [
+        p
+        for c in CONFIGS
+        if c.platform == config.platform and _tags(c) != _tags(config)
+        for p in _group(rendered(c.name)).get("pytorch", [])
+    ]
+    assert [p.build_string for p in others if _matches(spec, p)] == []
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_pytorch_depends_on_its_python(config: Config) -> None:
+    for pytorch in _group(rendered(config.name))["pytorch"]:
+        major, minor = pytorch.variant["python"].split(".*")[0].split(".")[:2]
+        assert f"python >={major}.{minor},<{major}.{int(minor) + 1}.0a0" in pytorch.depends
+        assert f"python_abi {major}.{minor}.* *_cp{major}{minor}" in pytorch.depends
+
+
+# -- recipe hygiene (what conda-smithy's linter asks for) ---------------------------------------
+
+
+@cache
+def _meta_for_lint() -> dict:
+    """meta.yaml with Jinja expressions and statements blanked, good enough for key checks."""
+    text = re.sub(r"{%.*?%}", "", META.read_text())
+    text = re.sub(r"{{.*?}}", "x", text)
+    return yaml.safe_load("\n".join(split_selector(line)[1] for line in text.splitlines())) or {}
+
+
+def test_about_and_maintainers() -> None:
+    meta = _meta_for_lint()
+    about = meta.get("about") or {}
+    missing = [key for key in ("home", "license", "license_file", "summary") if not about.get(key)]
+    assert missing == []
+    assert about["license"].lower() != "unknown"
+    assert meta.get("extra", {}).get("recipe-maintainers"), "extra/recipe-maintainers must not be empty"
+
+
+def test_no_selectors_on_jinja_statement_lines() -> None:
+    bad = [
+        f"{i}: {line.strip()}"
+        for i, line in enumerate(META.read_text().splitlines(), 1)
+        if line.lstrip().startswith("{%") and split_selector(line)[0] is not None
+    ]
+    assert bad == []
+
+
+def test_selectors_are_in_tidy_form() -> None:
+    good = re.compile(r"(.+?)\s{2,}#\s\[(.+)\](?(2).*)$")  # conda-smithy's lint
+    bad = []
+    for i, line in enumerate(META.read_text().splitlines(), 1):
+        selector, _ = split_selector(line)
+        if selector is None:
+            continue
+        if not good.match(line):
+            bad.append(f"{i}: {line.strip()}")
+        if re.search(r"\bpy\d{2,3}\b", selector):
+            bad.append(f"{i}: use py == 3XX, not py3XX: {line.strip()}")
+    assert bad == []
+
+
+# -- cross-check with conda-build (only where it is installed) ----------------------------------
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_ids)
+def test_matches_conda_build_render(config: Config) -> None:
+    api = pytest.importorskip("conda_build.api")
+    plat, arch = config.subdir.split("-", 1)
+    metas = api.render(
+        str(RECIPE),
+        variant_config_files=[str(config.path)],
+        finalize=False,
+        bypass_env_check=True,
+        platform=plat,
+        arch=arch,
+    )
+    ours = render_config(config.path, RECIPE, build_platform=config.subdir)
+    sibling_names = {o.name for o in ours}
+
+    def key(name: str, version: str, build: str, number: int) -> tuple[str, str, str, int]:
+        return (name, version, mask_hash(build), number)
+
+    def reqs(sections: dict[str, list[str]]) -> dict[str, list[str]]:
+        # conda-build leaves pin_subpackage(exact=True) unresolved when not finalizing
+        return {
+            sec: [s.split()[0] if s.split()[0] in sibling_names and len(s.split()) == 3 else s for s in specs]
+            for sec, specs in sections.items()
+        }
+
+    theirs = {}
+    for m, _, _ in metas:
+        if m.skip():
+            continue
+        sections = {s: list(m.get_value(f"requirements/{s}", []) or []) for s in ("build", "host", "run")}
+        sections["run_constrained"] = list(m.get_value("requirements/run_constrained", []) or [])
+        theirs[key(m.name(), m.version(), m.build_id(), m.build_number())] = reqs(sections)
+    mine = {key(o.name, o.version, o.build_string, o.build_number): reqs(o.requirements) for o in ours}
+    assert sorted(mine) == sorted(theirs)
+    assert mine == theirs
