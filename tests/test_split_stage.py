@@ -262,3 +262,13 @@ def test_symlinks_must_still_resolve_after_staging(
     tree = make_tree(tmp_path / "torch")
     os.symlink(target, tree / link)
     _assert_refused(tmp_path, spec_path, tree, rf"symlinks would not resolve .*{link} -> .*\({why}\)")
+
+
+def test_directory_symlink_moves_as_a_link(tmp_path: Path, spec_path: Path) -> None:
+    tree = make_tree(tmp_path / "torch")
+    write(tree / "include/ATen/ops/add.h", b"//")
+    os.symlink("ops", tree / "include/ATen/ops_alias")
+    stage(load_spec(spec_path), tree, tmp_path / "staging")
+    alias = tmp_path / "staging/libtorch/include/ATen/ops_alias"
+    assert alias.is_symlink() and os.readlink(alias) == "ops"
+    assert (alias / "add.h").read_bytes() == b"//"
