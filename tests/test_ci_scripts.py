@@ -1,0 +1,264 @@
+"""The conda-smithy generated CI files: .github/workflows/conda-build.yml and .scripts/*.sh.
+
+The checks restate what conda-smithy's templates (github-actions.yml.tmpl, build_steps.sh.tmpl,
+run_docker_build.sh.tmpl) produce for this feedstock's conda-forge.yml and .ci_support configs,
+so a hand edit or a stale rerender shows up here. With ``CONDA_SMITHY_RERENDER`` set to a
+command that rerenders a feedstock directory in place (e.g. an offline conda-smithy wrapper),
+``test_files_match_a_fresh_rerender`` also compares the files byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+GENERATED = (
+    ".github/workflows/conda-build.yml",
+    ".scripts/build_steps.sh",
+    ".scripts/logging_utils.sh",
+    ".scripts/run_docker_build.sh",
+    ".scripts/run_osx_build.sh",
+)
+SECRETS = ("BINSTAR_TOKEN", "FEEDSTOCK_TOKEN", "STAGING_BINSTAR_TOKEN")
+
+# conda-smithy's GITHUB_ACTIONS_RUNS_ON (configure_feedstock.py)
+HOSTED_LABELS = {
+    "linux-64": ["ubuntu-latest"],
+    "linux-aarch64": ["ubuntu-24.04-arm"],
+    "osx-64": ["macos-15-intel"],
+    "osx-arm64": ["macos-15"],
+}
+SELF_HOSTED_LABELS = {
+    "linux-64": ["linux", "x64"],
+    "linux-aarch64": ["linux", "ARM64"],
+    "osx-64": ["macOS", "x64"],
+    "osx-arm64": ["macOS", "arm64"],
+}
+# what conda_build_tool puts on the build command line (build_steps.sh.tmpl)
+BUILD_COMMANDS = {
+    "conda-build": "conda-build",
+    "mambabuild": "conda-mambabuild",
+    "conda-build+conda-libmamba-solver": "CONDA_SOLVER=libmamba conda-build",
+    "conda-build+classic": "CONDA_SOLVER=classic conda-build",
+}
+
+
+@pytest.fixture(scope="module")
+def forge(repo_root: Path) -> dict[str, Any]:
+    return yaml.safe_load((repo_root / "conda-forge.yml").read_text()) or {}
+
+
+@pytest.fixture(scope="module")
+def configs(repo_root: Path) -> dict[str, dict[str, list[str]]]:
+    found = {
+        p.stem: yaml.safe_load(p.read_text())
+        for p in sorted((repo_root / ".ci_support").glob("*.yaml"))
+        if p.stem.startswith(("linux_", "osx_"))
+    }
+    if not found:
+        pytest.skip(".ci_support has no linux/osx configs yet (rerender pending)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def matrix(repo_root: Path, configs) -> list[dict[str, Any]]:
+    workflow = repo_root / ".github" / "workflows" / "conda-build.yml"
+    assert workflow.is_file(), "rerender: .github/workflows/conda-build.yml is missing"
+    data = yaml.safe_load(workflow.read_text())
+    return data["jobs"]["build"]["strategy"]["matrix"]["include"]
+
+
+@pytest.fixture(scope="module")
+def workflow(repo_root: Path) -> dict[str, Any]:
+    path = repo_root / ".github" / "workflows" / "conda-build.yml"
+    if not path.is_file():
+        pytest.skip("no workflow yet")
+    return yaml.safe_load(path.read_text())
+
+
+def build_platform(forge: dict[str, Any], config: dict[str, list[str]]) -> str:
+    target = config["target_platform"][0].replace("-", "_")
+    return (forge.get("build_platform") or {}).get(target, target).replace("_", "-")
+
+
+def config_name_short(name: str) -> str:
+    if len(name) >= 49:
+        return name[:40] + "_h" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name
+
+
+def expected_runs_on(name: str, platform: str, config: dict[str, list[str]]) -> list[str]:
+    """conda-smithy's runs-on rules for github_actions_labels."""
+    labels = [str(v) for v in config.get("github_actions_labels") or ["hosted"]]
+    if labels in (["hosted"], ["default"]):
+        labels = HOSTED_LABELS[platform]
+    elif any(label.startswith("self-hosted@") for label in labels):
+        stripped = [label.replace("self-hosted@", "") for label in labels]
+        labels = list(dict.fromkeys([*stripped, *SELF_HOSTED_LABELS[platform], "self-hosted"]))
+    result = []
+    for label in labels:
+        if label.startswith("cirun-"):
+            label += "--${{ github.run_id }}-" + config_name_short(name)
+        if label.startswith("namespace-profile-") and "-on-linux-" in label:
+            label += ";container.privileged=true;container.mount-scratch=true"
+        result.append(label)
+    return result
+
+
+# -- the workflow matrix -------------------------------------------------------------------------
+
+
+def test_one_matrix_entry_per_config(matrix, configs) -> None:
+    names = [entry["CONFIG"] for entry in matrix]
+    assert sorted(names) == sorted(configs), "rerender needed: matrix and .ci_support differ"
+    assert len(names) == len(set(names))
+    assert not any("magma" in n for n in names), "with_magma must not split CI jobs"
+
+
+def test_matrix_entries_match_their_configs(matrix, configs, forge) -> None:
+    store = bool((forge.get("github_actions") or {}).get("store_build_artifacts"))
+    for entry in matrix:
+        name = entry["CONFIG"]
+        config = configs[name]
+        platform = build_platform(forge, config)
+        assert entry["UPLOAD_PACKAGES"] is True, name
+        assert entry["STORE_BUILD_ARTIFACTS"] is store, name
+        if store:
+            assert entry["CONFIG_SHORT"] == config_name_short(name)
+        else:
+            assert "CONFIG_SHORT" not in entry
+        assert entry["runs_on"] == expected_runs_on(name, platform, config), name
+        if name.startswith("linux_"):
+            assert entry["os"] == "ubuntu"
+            assert entry["DOCKER_IMAGE"] == config["docker_image"][-1]
+            assert entry["build_workspace_dir"] == "build_artifacts"
+            gpu = any("gpu" in label.lower() for label in entry["runs_on"])
+            assert ("--gpus all" in str(entry["docker_run_args"] or "")) is gpu
+        else:
+            assert entry["os"] == "macos"
+            assert "DOCKER_IMAGE" not in entry
+
+
+def test_self_hosted_labels_come_from_the_configs(matrix, configs) -> None:
+    """Scaling past one machine: every linux job runs on the labels its config asks for."""
+    for entry in matrix:
+        labels = configs[entry["CONFIG"]].get("github_actions_labels")
+        if labels:
+            assert all(str(lab) in " ".join(entry["runs_on"]) for lab in labels)
+
+
+def test_workflow_settings_follow_conda_forge_yml(workflow, forge) -> None:
+    gha = forge.get("github_actions") or {}
+    job = workflow["jobs"]["build"]
+    assert job["timeout-minutes"] == gha.get("timeout_minutes", 360)
+    assert job["runs-on"] == "${{ matrix.runs_on }}"
+    assert job["strategy"]["fail-fast"] is False
+    triggers = gha.get("triggers") or ["push", "pull_request"]
+    assert sorted(workflow[True]) == sorted(triggers)  # YAML 1.1 reads the `on:` key as True
+
+
+def test_build_steps_run_the_generated_scripts(workflow) -> None:
+    steps = {s.get("name"): s for s in workflow["jobs"]["build"]["steps"]}
+    linux = steps["Build on Linux"]
+    assert linux["if"] == "matrix.os == 'ubuntu'"
+    assert linux["run"].rstrip().endswith("./.scripts/run_docker_build.sh")
+    assert linux["env"]["CONFIG"] == "${{ matrix.CONFIG }}"
+    assert linux["env"]["DOCKER_IMAGE"] == "${{ matrix.DOCKER_IMAGE }}"
+    assert linux["env"]["UPLOAD_PACKAGES"] == "${{ matrix.UPLOAD_PACKAGES }}"
+    assert 'export IS_PR_BUILD="True"' in linux["run"]
+    macos = steps["Build on macOS"]
+    assert macos["run"].rstrip().endswith("./.scripts/run_osx_build.sh")
+    for step in (linux, macos):
+        for secret in SECRETS:
+            assert step["env"][secret] == "${{ secrets." + secret + " }}"
+            assert secret not in step["run"]  # only handed over through the environment
+
+
+# -- the scripts ---------------------------------------------------------------------------------
+
+
+def test_scripts_carry_the_conda_smithy_header(repo_root: Path) -> None:
+    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh"):
+        assert "automatically generated by conda-smithy" in (repo_root / rel).read_text(), rel
+    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh", ".scripts/run_osx_build.sh"):
+        assert os.access(repo_root / rel, os.X_OK), f"{rel} must be executable"
+    logging = (repo_root / ".scripts" / "logging_utils.sh").read_text()
+    assert "function startgroup" in logging and "function endgroup" in logging
+
+
+def test_build_command_follows_conda_build_tool(repo_root: Path, forge) -> None:
+    tool = forge.get("conda_build_tool", "conda-build")
+    assert tool in BUILD_COMMANDS, f"unexpected conda_build_tool {tool!r}"
+    text = (repo_root / ".scripts" / "build_steps.sh").read_text()
+    build_line = f'CONDA_SUBDIR="${{BUILD_PLATFORM}}" {BUILD_COMMANDS[tool]} \\\n        "${{RECIPE_ROOT}}"'
+    assert build_line in text
+    install = re.search(r"micromamba install .*?\n(.*?)\n", text, re.S)
+    assert install, "micromamba install line missing"
+    assert ("boa" in install.group(1).split()) is (tool == "mambabuild")
+    if tool.startswith("conda-build"):
+        assert 'CONDA_SUBDIR="${BUILD_PLATFORM}" conda debug' in text
+    else:
+        assert "is not currently supported in debug mode" in text
+
+
+def test_output_validation_follows_conda_forge_yml(repo_root: Path, forge) -> None:
+    text = (repo_root / ".scripts" / "build_steps.sh").read_text()
+    validate = bool(forge.get("conda_forge_output_validation"))
+    assert ('validate_recipe_outputs "${FEEDSTOCK_NAME}"' in text) is validate
+    assert ('upload_package --validate --feedstock-name="${FEEDSTOCK_NAME}"' in text) is validate
+
+
+def test_tokens_are_never_expanded_in_scripts(repo_root: Path) -> None:
+    """Under `set -x` an expanded token would be echoed into the public log."""
+    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh", ".scripts/run_osx_build.sh"):
+        text = (repo_root / rel).read_text()
+        for secret in SECRETS:
+            assert not re.search(rf"\$\{{?{secret}\b", text), f"{rel} expands {secret}"
+    docker = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
+    for secret in SECRETS:
+        assert f"-e {secret} \\" in docker  # forwarded by name only
+
+
+def test_docker_run_mounts_recipe_and_feedstock(repo_root: Path) -> None:
+    text = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
+    assert '-v "${RECIPE_ROOT}":/home/conda/recipe_root:rw${VOLUME_SUFFIX},delegated' in text
+    assert '-v "${FEEDSTOCK_ROOT}":/home/conda/feedstock_root:rw${VOLUME_SUFFIX},delegated' in text
+    assert 'RECIPE_ROOT="${FEEDSTOCK_ROOT}/recipe"' in text
+    assert 'DONE_CANARY="$ARTIFACTS/conda-forge-build-done-${CONFIG}"' in text
+
+
+# -- optional: byte-for-byte against a real rerender ---------------------------------------------
+
+
+def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
+    command = os.environ.get("CONDA_SMITHY_RERENDER")
+    if not command:
+        pytest.skip("set CONDA_SMITHY_RERENDER to an offline `rerender <feedstock dir>` command")
+    copy = tmp_path / "feedstock"
+    subprocess.run(["git", "clone", "-q", str(repo_root), str(copy)], check=True)
+    for rel in ("recipe", ".ci_support", "conda-forge.yml", "build-locally.py"):  # uncommitted edits too
+        src = repo_root / rel
+        if src.is_dir():
+            shutil.rmtree(copy / rel, ignore_errors=True)
+            shutil.copytree(src, copy / rel)
+        elif src.is_file():
+            shutil.copy2(src, copy / rel)
+    proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rel in GENERATED:
+        ours = (repo_root / rel).read_text() if (repo_root / rel).exists() else None
+        theirs = (copy / rel).read_text() if (copy / rel).exists() else None
+        assert ours == theirs, f"{rel} differs from conda-smithy's output"
+    assert (copy / "build-locally.py").read_bytes() == (repo_root / "build-locally.py").read_bytes(), (
+        "the rerender replaced build-locally.py: add it to skip_render in conda-forge.yml"
+    )
