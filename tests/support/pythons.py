@@ -22,8 +22,9 @@ Shared test support (other test suites import it; keep this API stable):
     the stdlib entries symlinked and a real, empty ``site-packages``,
     ``include/python3.X`` and ``lib/libpython3.X.so*``. Then installs
     ``packages`` (binary wheels for that Python, no deps) into site-packages
-    with the running interpreter's pip, keeping downloaded wheels in
-    ``cache_dir`` when given. Verifies ``prefix/bin/python`` reports
+    with the running interpreter's pip; with ``cache_dir``, pip's wheel cache
+    and a copy of the installed tree are kept there, so repeated calls copy
+    instead of running pip. Verifies ``prefix/bin/python`` reports
     ``sys.prefix == prefix`` and an include path under ``prefix``. Raises
     ``PrefixError`` on failure.
 
@@ -37,12 +38,14 @@ follow ``prefix``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,27 +204,7 @@ def make_conda_like_prefix(
     (prefix / "include" / f"python{short}").symlink_to(src_include)
 
     if packages:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-compile",
-            "--target",
-            str(site_packages),
-            "--python-version",
-            short,
-            "--implementation",
-            "cp",
-            "--only-binary=:all:",
-            "--no-deps",
-        ]
-        if cache_dir is not None:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            cmd += ["--cache-dir", str(cache_dir)]
-        _run([*cmd, *packages], f"pip install {' '.join(packages)} for Python {short}")
+        _install_packages(cpython, site_packages, packages, cache_dir)
 
     check = (
         "import json, sys, sysconfig\n"
@@ -243,6 +226,51 @@ def make_conda_like_prefix(
         if not Path(path).is_relative_to(site_packages):
             raise PrefixError(f"{name} imported from {path}, not from {site_packages}")
     return prefix
+
+
+def _install_packages(
+    cpython: CPython, site_packages: Path, packages: Sequence[str], cache_dir: Path | None
+) -> None:
+    """pip-install binary wheels for ``cpython`` into ``site_packages``.
+
+    With ``cache_dir``, pip's wheel cache lives there and the installed tree is
+    kept too (keyed by Python version and package list), so later calls copy it
+    instead of running pip again.
+    """
+    key = hashlib.sha256("\0".join(packages).encode()).hexdigest()[:16]
+    tree = cache_dir / "site-packages" / f"{cpython.short}-{key}" if cache_dir is not None else None
+    if tree is not None and tree.is_dir():
+        shutil.copytree(tree, site_packages, symlinks=True, dirs_exist_ok=True)
+        return
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--root-user-action=ignore",
+        "--no-compile",
+        "--target",
+        str(site_packages),
+        "--python-version",
+        cpython.short,
+        "--implementation",
+        "cp",
+        "--only-binary=:all:",
+        "--no-deps",
+    ]
+    if cache_dir is not None:
+        cmd += ["--cache-dir", str(cache_dir / "pip")]
+    _run([*cmd, *packages], f"pip install {' '.join(packages)} for Python {cpython.short}")
+    if tree is not None:
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}.", dir=tree.parent))
+        try:
+            shutil.copytree(site_packages, tmp, symlinks=True, dirs_exist_ok=True)
+            os.replace(tmp, tree)
+        except OSError:  # another process won the race: fine
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _import_names(packages: Sequence[str]) -> list[str]:

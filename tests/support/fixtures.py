@@ -1,0 +1,47 @@
+"""Pytest fixtures shared by the test suites (registered from ``tests/conftest.py``).
+
+* ``pip_wheel_cache`` (session): a directory for pip's wheel cache, kept in
+  pytest's cache dir (``.pytest_cache``) so repeated runs do not download again.
+  Pass it as ``cache_dir`` to :func:`support.pythons.make_conda_like_prefix`.
+* ``cpythons`` (session): :func:`support.pythons.find_cpythons`.
+* ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
+* ``repo_root`` / ``shared_data`` (session): the checkout, and ``<repo>/../shared/data``
+  (tests using the latter must skip when a file is absent).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.pythons import CPython, find_cpythons
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def pip_wheel_cache(request: pytest.FixtureRequest) -> Path:
+    return Path(request.config.cache.mkdir("megabuild-pip-cache"))
+
+
+@pytest.fixture(scope="session")
+def cpythons() -> list[CPython]:
+    return find_cpythons()
+
+
+@pytest.fixture(scope="session")
+def two_cpythons(cpythons: list[CPython]) -> list[CPython]:
+    if len(cpythons) < 2:
+        pytest.skip(f"needs at least two CPython >= 3.10, found {len(cpythons)}")
+    return cpythons

@@ -1,0 +1,244 @@
+"""swap-python against real CMake + Ninja builds of tests/projects/pycache_probe.
+
+For every CPython found (>= 3.10, one per minor) a conda-like host env is
+created at the SAME path, as conda-build recreates ``$PREFIX`` per output.
+For each consecutive pair A -> B:
+
+1. with env A: configure and fully build ``swap-B`` (Ninja);
+2. recreate the env for B at the same path; ``cache swap-python --from A --to B``
+   through the CLI (interpreter mode: the env's ``bin/python`` is now B);
+3. compare the swapped cache with a fresh configure for B (``fresh-B``);
+4. ``ninja``: CMake re-runs from the edited cache; the plain library must not
+   rebuild, the extension must, the regenerated cache must equal ``fresh-B``
+   entirely, and the built module must import with B.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
+
+from megabuild.cache.model import CacheFile
+from support.pythons import CPython, make_conda_like_prefix
+
+RECIPE = Path(__file__).resolve().parents[1] / "recipe"
+PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
+
+# Entries CMake itself recomputes on the next configure: MD5s over the development
+# and NumPy paths (a mismatch makes FindPython re-search and rewrite them). The swap
+# leaves them alone on purpose.
+CMAKE_REWRITES = frozenset(
+    {
+        "_Python_DEVELOPMENT_MODULE_SIGNATURE",
+        "_Python_DEVELOPMENT_EMBED_SIGNATURE",
+        "_Python_NUMPY_SIGNATURE",
+    }
+)
+# Present only after a re-configure from an existing cache: FindPython's validation of
+# the cached interpreter (_python_validate_interpreter) leaves this empty INTERNAL entry.
+RERUN_ONLY = {"_Python_Interpreter_REASON_FAILURE": ("INTERNAL", "")}
+PLAIN_OUTPUTS = ("CMakeFiles/plain.dir/plain.cpp.o", "libplain.so")
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Pair:
+    a: CPython
+    b: CPython
+    build: Path
+    swapped: str = ""  # cache text right after the swap
+    fresh_a: str = ""
+    fresh_b: str = ""
+    swap_proc: subprocess.CompletedProcess[str] | None = None
+    explain: str = ""  # ninja -n -d explain after the swap
+    rebuilt: list[str] = field(default_factory=list)  # outputs ninja ran after the swap
+    regenerated: str = ""  # cache after CMake re-ran during the build
+    import_result: str = ""
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"{name} not found")
+    return path
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _configure_and_build(cmake: str, ninja: str, build: Path, env: Path, py: CPython) -> None:
+    if build.exists():
+        shutil.rmtree(build)
+    _run(
+        [
+            cmake,
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={ninja}",
+            "-S",
+            str(PROJECT),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DPython_EXECUTABLE={env}/bin/python",
+            # what PyTorch's setup.py passes: site-packages first, then the prefix
+            f"-DCMAKE_PREFIX_PATH={env}/lib/python{py.short}/site-packages;{env}",
+        ]
+    )
+    _run([ninja, "-C", str(build)])
+
+
+def _log_entries(build: Path) -> list[str]:
+    log = build / ".ninja_log"
+    return [line.split("\t")[3] for line in log.read_text().splitlines() if not line.startswith("#")]
+
+
+@pytest.fixture(scope="session")
+def probe(
+    tmp_path_factory: pytest.TempPathFactory, two_cpythons: list[CPython], pip_wheel_cache: Path
+) -> list[Pair]:
+    cmake = _tool("cmake")
+    ninja = _tool("ninja")
+    root = tmp_path_factory.mktemp("probe")
+    env = root / "host_env"  # the same prefix path for every Python
+    pys = two_cpythons
+    pairs = [Pair(a, b, root / f"swap-{a.short}-to-{b.short}") for a, b in zip(pys, pys[1:])]
+    fresh: dict[str, str] = {}
+
+    def finish(pair: Pair) -> None:
+        cache = pair.build / "CMakeCache.txt"
+        pair.swap_proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "megabuild",
+                "cache",
+                "swap-python",
+                "--from",
+                pair.a.short,
+                "--to",
+                pair.b.short,
+                str(cache),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(RECIPE)),
+            timeout=120,
+        )
+        pair.swapped = cache.read_text()
+        if pair.swap_proc.returncode != 0:
+            return
+        pair.explain = _run([ninja, "-C", str(pair.build), "-n", "-d", "explain"]).stdout
+        seen = len(_log_entries(pair.build))
+        _run([ninja, "-C", str(pair.build)])
+        pair.rebuilt = _log_entries(pair.build)[seen:]
+        pair.regenerated = cache.read_text()
+        pair.import_result = _run(
+            [str(env / "bin" / "python"), "-c", "import pyext; print(pyext.answer())"], cwd=pair.build
+        ).stdout.strip()
+
+    for py in pys:
+        make_conda_like_prefix(py, env, cache_dir=pip_wheel_cache)
+        for pair in pairs:  # B is this Python: A's build exists, env is now B's
+            if pair.b == py:
+                finish(pair)
+        _configure_and_build(cmake, ninja, root / f"fresh-{py.short}", env, py)
+        fresh[py.short] = (root / f"fresh-{py.short}" / "CMakeCache.txt").read_text()
+        for pair in pairs:  # A is this Python: configure and fully build A
+            if pair.a == py:
+                _configure_and_build(cmake, ninja, pair.build, env, py)
+    for pair in pairs:
+        pair.fresh_a = fresh[pair.a.short].replace(str(root / f"fresh-{pair.a.short}"), "<BUILD>")
+        pair.fresh_b = fresh[pair.b.short]
+        pair.swapped = pair.swapped.replace(str(pair.build), "<BUILD>")
+        pair.regenerated = pair.regenerated.replace(str(pair.build), "<BUILD>")
+        pair.fresh_b = pair.fresh_b.replace(str(root / f"fresh-{pair.b.short}"), "<BUILD>")
+    return pairs
+
+
+def _values(text: str) -> dict[str, tuple[str, str]]:
+    return {k: (e.type, e.value) for k, e in CacheFile.parse(text).as_dict().items()}
+
+
+def _ids(pairs: list[Pair]) -> list[str]:
+    return [f"{p.a.short}->{p.b.short}" for p in pairs]
+
+
+def test_swap_matches_a_fresh_configure(probe: list[Pair]) -> None:
+    for pair in probe:
+        assert pair.swap_proc is not None and pair.swap_proc.returncode == 0, (pair.a, pair.b, pair.swap_proc)
+        assert "(interpreter mode," in pair.swap_proc.stdout
+        swapped, fresh = _values(pair.swapped), _values(pair.fresh_b)
+        assert swapped.keys() == fresh.keys()
+        differ = {k for k in fresh if swapped[k] != fresh[k]}
+        assert differ <= CMAKE_REWRITES, (
+            pair.a.short,
+            pair.b.short,
+            {k: (swapped[k], fresh[k]) for k in differ},
+        )
+        reported = {line.split(": ")[1] for line in pair.swap_proc.stdout.splitlines() if " -> " in line}
+        assert "_Python_INTERPRETER_PROPERTIES" in reported and "CMAKE_PREFIX_PATH" in reported
+
+
+def test_swap_changes_the_same_keys_as_a_reconfigure(probe: list[Pair]) -> None:
+    for pair in probe:
+        fresh_a, fresh_b = _values(pair.fresh_a), _values(pair.fresh_b)
+        expected = {k for k in fresh_a if fresh_a[k] != fresh_b[k]} - CMAKE_REWRITES
+        reported = {
+            line.split(": ")[1]
+            for line in pair.swap_proc.stdout.splitlines()  # type: ignore[union-attr]
+            if line.startswith("swap-python: ") and " -> " in line and "swapped Python" not in line
+        }
+        assert reported == expected, (pair.a.short, pair.b.short)
+
+
+def test_rebuild_after_swap_touches_only_python_targets(probe: list[Pair]) -> None:
+    for pair in probe:
+        label = f"{pair.a.short}->{pair.b.short}"
+        assert pair.rebuilt, label
+        for out in PLAIN_OUTPUTS:
+            assert out not in pair.rebuilt, (label, pair.rebuilt)
+            assert (
+                f"ninja explain: {out} " not in pair.explain
+                or "is dirty" not in pair.explain.split(out)[1][:40]
+            )
+        nodot = f"{pair.b.version[0]}{pair.b.version[1]}"
+        assert "CMakeFiles/pyext.dir/pyext.cpp.o" in pair.rebuilt, label
+        assert any(re.fullmatch(rf"pyext\.cpython-{nodot}-.*\.so", o) for o in pair.rebuilt), label
+        assert pair.import_result == "42", label
+
+
+def test_cmake_rerun_reproduces_the_fresh_cache(probe: list[Pair]) -> None:
+    for pair in probe:
+        regenerated, fresh = _values(pair.regenerated), _values(pair.fresh_b)
+        for key, value in RERUN_ONLY.items():
+            if key not in fresh and regenerated.get(key) == value:
+                del regenerated[key]
+        differ = {k: (regenerated.get(k), fresh.get(k)) for k in fresh.keys() | regenerated.keys()}
+        differ = {k: v for k, v in differ.items() if v[0] != v[1]}
+        assert not differ, (pair.a.short, pair.b.short, differ)
+
+
+def test_naive_sed_does_not_match_a_fresh_configure(probe: list[Pair]) -> None:
+    """Control: the anchor's sed on a fresh cache of A leaves differences our comparison catches."""
+    pair = probe[0]
+    a, b = pair.a, pair.b
+    sed = pair.fresh_a.replace(a.short, b.short)  # s/3\.11/3.12/g, escaped even
+    sed = sed.replace(f"cpython-{a.version[0]}{a.version[1]}", f"cpython-{b.version[0]}{b.version[1]}")
+    sed_values, fresh = _values(sed), _values(pair.fresh_b)
+    wrong = {k for k in fresh if sed_values.get(k) != fresh[k]} - CMAKE_REWRITES
+    assert "_Python_INTERPRETER_PROPERTIES" in wrong  # "Python;3;11;7": list form and patch level missed
