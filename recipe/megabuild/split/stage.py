@@ -57,7 +57,7 @@ class StageReport:
         mode = "CUDA" if self.cuda else "CPU"
         head = "would stage" if self.dry_run else "staged"
         out = [f"split stage ({mode}): {head} {self.tree} -> {self.staging}"]
-        out.append(f"  {'output':<34} {'files':>7} {'bytes':>14} {'':>10}")
+        out.append(f"  {'output':<34} {'files':>7} {'bytes':>14}")
         for name, total in self.totals.items():
             label = f"{name} (stays in tree)" if name == self.stays else name
             out.append(f"  {label:<34} {total.files:>7} {total.nbytes:>14} {human(total.nbytes):>10}")
