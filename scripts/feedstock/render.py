@@ -27,6 +27,21 @@ Finalization is a model too: no solver runs. ``pin_run_as_build`` uses the versi
 spec instead of the resolved package, ``pin_compatible`` gives the bare name (as conda-build does
 with ``bypass_env_check``), and the run_exports of external packages come from the small table
 ``EXTERNAL_RUN_EXPORTS`` below, not from the packages themselves.
+
+Known differences from ``conda_build.api.render(..., finalize=False, bypass_env_check=True)``
+(checked against conda-build on the toy recipe and the real one: names, versions, build numbers,
+build strings *including hashes*, requirements and used variables agree except for these):
+
+- ``pin_subpackage(x, exact=True)`` is resolved to ``x <version> <build string>`` (conda-build
+  does that only when finalizing; unfinalized it leaves the bare name).
+- ``build_platform`` comes from ``conda-forge.yml`` (what CI does: osx-64 is cross-compiled on
+  osx-arm64); conda-build with ``--platform`` assumes build == target. Pass ``build_platform``.
+- Unknown selector / Jinja names are errors; ``os.environ`` is empty (conda-build exposes the
+  caller's environment to selectors and ``environ``).
+- Outputs are listed in recipe order, then variant order (conda-build orders topologically).
+- conda-build quirks that *are* reproduced, because they decide the CI matrix: a bare
+  ``- python`` anywhere in an output's block (even under ``ignore_run_exports_from``) makes it use
+  the ``python`` key; in shell scripts only the first ``$`` reference of a line is seen.
 """
 
 from __future__ import annotations
