@@ -1,0 +1,198 @@
+"""Build recipe/cmake_test against the real PyTorch 2.13.0 wheel.
+
+The wheel is looked up in pip's find-links (``PIP_FIND_LINKS`` or
+``pip config list``); the test skips when it is absent or when cmake, ninja,
+a C++ compiler or Python's embedding library are missing.
+
+* ``test_consumer_builds_against_wheel``: configure with
+  ``Torch_DIR=<wheel>/torch/share/cmake/Torch`` and ``-DWITH_TORCH_PYTHON=ON``,
+  build (one small file including <ATen/Parallel.h> and
+  <torch/csrc/Layout.h>, not <torch/torch.h>, to keep it short) and run it.
+* ``test_conda_layout_configures``: lays the wheel's files out like the
+  feedstock installs them (headers only in $PREFIX/include, libraries in
+  $PREFIX/lib, an otherwise empty $SP_DIR/torch/include) with patch 0003
+  applied to both TorchConfig.cmake copies, and checks that configuring with
+  Torch_DIR from $PREFIX/share and from site-packages both find the headers
+  in $PREFIX/include and libtorch_python next to the config.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = ROOT / "recipe" / "cmake_test"
+PATCH_0003 = next((ROOT / "recipe" / "patches").glob("0003-*TorchConfig*.patch"), None)
+WHEEL_GLOB = "torch-2.13.0*-manylinux*_x86_64.whl"
+MEMBERS = ("torch/include/", "torch/share/", "torch/lib/")
+PY_TAG = "cp311"
+
+
+def find_links() -> list[Path]:
+    dirs: list[str] = []
+    env = os.environ.get("PIP_FIND_LINKS")
+    if env:
+        dirs += env.split()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True, text=True, timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith("find-links"):
+            dirs += value.strip().strip("'\"").split()
+    paths = []
+    for d in dirs:
+        d = d.removeprefix("file://")
+        if Path(d).is_dir():
+            paths.append(Path(d))
+    return paths
+
+
+def find_wheel() -> Path | None:
+    for d in find_links():
+        hits = sorted(d.glob(WHEEL_GLOB))
+        if hits:
+            return hits[0]
+    return None
+
+
+def python_for_wheel(wheel: Path) -> Path | None:
+    """A Python matching the wheel's tag, to find its headers and libpython."""
+    m = re.search(r"-cp(\d)(\d+)-", wheel.name)
+    ver = f"{m.group(1)}.{m.group(2)}" if m else "3.11"
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == ver:
+        return Path(sys.executable)
+    exe = shutil.which(f"python{ver}")
+    return Path(exe) if exe else None
+
+
+def python_root(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import sys; print(sys.base_prefix)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def tools():
+    missing = [t for t in ("cmake", "ninja") if shutil.which(t) is None]
+    if not (shutil.which("c++") or shutil.which("g++")):
+        missing.append("c++")
+    if missing:
+        pytest.skip(f"missing tools: {missing}")
+
+
+@pytest.fixture(scope="module")
+def wheel_tree(tmp_path_factory, tools) -> Path:
+    wheel = find_wheel()
+    if wheel is None:
+        pytest.skip("no torch 2.13.0 wheel in pip's find-links")
+    dest = tmp_path_factory.mktemp("wheel")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(dest, [n for n in zf.namelist() if n.startswith(MEMBERS)])
+    # zipfile drops the executable bit; shared libraries do not need it.
+    yield dest / "torch"
+    shutil.rmtree(dest, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def python_dev():
+    wheel = find_wheel()
+    py = python_for_wheel(wheel) if wheel else None
+    if py is None:
+        pytest.skip("no Python matching the wheel's tag")
+    root = python_root(py)
+    libdir = Path(root) / "lib"
+    if not any(libdir.glob("libpython3*.so*")):
+        pytest.skip(f"no shared libpython under {libdir}")
+    return root
+
+
+def configure(build: Path, torch_dir: Path, python_root_dir: str, with_python: bool = True):
+    cmd = [
+        "cmake", "-S", str(PROJECT), "-B", str(build), "-G", "Ninja",
+        f"-DTorch_DIR={torch_dir}",
+        f"-DWITH_TORCH_PYTHON={'ON' if with_python else 'OFF'}",
+        f"-DPython3_ROOT_DIR={python_root_dir}",
+        "-DCMAKE_BUILD_TYPE=Release",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_consumer_builds_against_wheel(wheel_tree: Path, python_dev: str, tmp_path: Path):
+    build = tmp_path / "build"
+    out = configure(build, wheel_tree / "share" / "cmake" / "Torch", python_dev)
+    assert f"TORCH_PYTHON_LIBRARY: {wheel_tree}/lib/libtorch_python.so" in out
+    r = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    exe = build / "torch_consumer"
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout \
+        if shutil.which("readelf") else ""
+    if needed:
+        assert "[libtorch_python.so]" in needed and "[libtorch_cpu.so]" in needed, needed
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "torch 2.13.0: at::get_num_threads() = " in run.stdout
+    assert "torch_python: THPLayoutType at 0x" in run.stdout
+
+
+def patch_0003_replacement() -> tuple[str, str]:
+    """(old, new) text of patch 0003's hunk, as generated into TorchConfig.cmake."""
+    assert PATCH_0003 is not None, "patch 0003 (TorchConfig) missing"
+    text = PATCH_0003.read_text()
+    hunk = text.split("\n@@ ", 1)[1].split("\n", 1)[1].split("\n-- \n", 1)[0]
+    old, new = [], []
+    for line in hunk.splitlines():
+        tag, body = line[:1], line[1:]
+        if tag in (" ", ""):
+            old.append(body)
+            new.append(body)
+        elif tag == "-":
+            old.append(body)
+        elif tag == "+":
+            new.append(body)
+    sub = lambda s: "\n".join(s).replace("@BUILD_SHARED_LIBS@", "ON")
+    return sub(old), sub(new)
+
+
+def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Path):
+    prefix = tmp_path / "prefix"
+    sp_torch = prefix / "lib" / "python3.11" / "site-packages" / "torch"
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "include").symlink_to(wheel_tree / "include", target_is_directory=True)
+    for lib in (wheel_tree / "lib").glob("*.so*"):
+        (prefix / "lib" / lib.name).symlink_to(lib)
+    (sp_torch / "lib").mkdir(parents=True)
+    (sp_torch / "include").mkdir()  # pytorch keeps no copy of libtorch's headers
+    for lib in (wheel_tree / "lib").glob("*.so*"):
+        (sp_torch / "lib" / lib.name).symlink_to(prefix / "lib" / lib.name)
+
+    old, new = patch_0003_replacement()
+    for share in (prefix / "share", sp_torch / "share"):
+        shutil.copytree(wheel_tree / "share", share, symlinks=True)
+        cfg = share / "cmake" / "Torch" / "TorchConfig.cmake"
+        text = cfg.read_text()
+        assert old in text, "patch 0003 context does not match the 2.13.0 TorchConfig.cmake"
+        cfg.write_text(text.replace(old, new, 1))
+
+    for name, torch_dir in (("prefix", prefix / "share" / "cmake" / "Torch"),
+                            ("site-packages", sp_torch / "share" / "cmake" / "Torch")):
+        out = configure(tmp_path / f"build-{name}", torch_dir, python_dev)
+        inc = re.search(r"TORCH_INCLUDE_DIRS: (.*)", out).group(1).split(";")
+        assert inc == [f"{prefix}/include", f"{prefix}/include/torch/csrc/api/include"], (name, inc)
+        lib = re.search(r"TORCH_PYTHON_LIBRARY: (.*)", out).group(1).strip()
+        assert Path(lib).parent == torch_dir.parents[2] / "lib", (name, lib)
