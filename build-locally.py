@@ -162,7 +162,7 @@ def check_disk(name: str, values: dict[str, list[str]]) -> None:
     if free < need * GIB:
         kind = "CUDA" if is_cuda(values) else "CPU"
         fail(
-            f"not enough disk space for {name}: {free / GIB:.1f} GiB free under {ARTIFACTS}, "
+            f"not enough disk space for {name}: {free / GIB:.1f} GiB free under build_artifacts/, "
             f"a {kind} config needs about {need} GiB (override: BUILD_LOCALLY_MIN_FREE_GB, "
             "or --skip-disk-check)"
         )
@@ -281,6 +281,8 @@ def select_configs(ns: Namespace) -> list[str]:
         fail(f"'{ns.config}' matches no config: use a name or an alias listed above")
     if names == [ns.config]:
         print(f"Using {ns.config} configuration")
+    elif len(names) == 1:
+        print(f"'{ns.config}' selects {names[0]}")
     else:
         print(f"'{ns.config}' matches {len(names)} configs:")
         for n in names:
@@ -308,7 +310,7 @@ def render_outputs(name: str) -> tuple[list[dict[str, Any]] | None, str | None]:
         )
     except Exception as exc:  # the render library's own errors: report, don't crash the dry run
         return None, f"(outputs not shown: rendering failed: {type(exc).__name__}: {exc})"
-    return [o if isinstance(o, dict) else vars(o) for o in outs], None
+    return [o if isinstance(o, dict) else o.to_json() for o in outs], None
 
 
 def print_dry_run(ns: Namespace, names: list[str]) -> None:
