@@ -277,7 +277,9 @@ def example_aliases(configs: list[Config]) -> list[str]:
 
 
 def _unknown(name: str, configs: list[Config], why: str) -> ConfigError:
-    names = ", ".join(c.name for c in configs) or "(none: .ci_support/ has no configs)"
+    if not configs:
+        return ConfigError(f"unknown config {name!r}: there are no .ci_support/*.yaml configs (rerender first?)")
+    names = ", ".join(c.name for c in configs)
     aliases = ", ".join(example_aliases(configs))
     return ConfigError(f"unknown config {name!r} ({why}); valid names: {names}; aliases: {aliases}")
 
