@@ -278,7 +278,7 @@ def example_aliases(configs: list[Config]) -> list[str]:
 
 def _unknown(name: str, configs: list[Config], why: str) -> ConfigError:
     if not configs:
-        return ConfigError(f"unknown config {name!r}: there are no .ci_support/*.yaml configs (rerender first?)")
+        return ConfigError(f"unknown config {name!r}: no .ci_support/*.yaml configs (rerender first?)")
     names = ", ".join(c.name for c in configs)
     aliases = ", ".join(example_aliases(configs))
     return ConfigError(f"unknown config {name!r} ({why}); valid names: {names}; aliases: {aliases}")
