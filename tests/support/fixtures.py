@@ -2,6 +2,7 @@
 
 * ``pip_wheel_cache`` (session): a directory for pip's wheel cache, kept in
   pytest's cache dir (``.pytest_cache``) so repeated runs do not download again.
+  (Falls back to a session temp dir with ``-p no:cacheprovider``.)
   Pass it as ``cache_dir`` to :func:`support.pythons.make_conda_like_prefix`.
 * ``cpythons`` (session): :func:`support.pythons.find_cpythons`.
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
@@ -31,8 +32,11 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def pip_wheel_cache(request: pytest.FixtureRequest) -> Path:
-    return Path(request.config.cache.mkdir("megabuild-pip-cache"))
+def pip_wheel_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = getattr(request.config, "cache", None)  # None with -p no:cacheprovider
+    if cache is None:
+        return tmp_path_factory.mktemp("megabuild-pip-cache")
+    return Path(cache.mkdir("megabuild-pip-cache"))
 
 
 @pytest.fixture(scope="session")

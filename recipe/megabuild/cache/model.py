@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from megabuild.errors import MegabuildError
 
@@ -35,8 +36,7 @@ class CacheFormatError(MegabuildError):
     """The input is not a CMake cache file."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """Typed view of one cache entry line."""
 
     key: str
@@ -52,7 +52,8 @@ class Entry:
 @dataclass
 class Line:
     text: str  # without the line ending
-    eol: str  # "\n", "\r\n" or "" (only possible for an empty last line)
+    eol: str  # "\n" or "\r\n"
+    parsed: tuple[str, str, str] | None = None  # (key, type, value) of an entry line, kept in sync
 
 
 def _unquote_value(raw: str) -> str:
@@ -113,9 +114,11 @@ class CacheFile:
             if "\r" in line.text:
                 raise CacheFormatError(f"{source}:{number}: stray carriage return inside a line")
             is_comment = not body or body.startswith("#") or body.startswith("//")
-            if not is_comment and _parse_entry_text(line.text) is None:
-                shown = line.text if len(line.text) <= 60 else line.text[:57] + "..."
-                raise CacheFormatError(f"{source}:{number}: not a cache entry: {shown!r}")
+            if not is_comment:
+                line.parsed = _parse_entry_text(line.text)
+                if line.parsed is None:
+                    shown = line.text if len(line.text) <= 60 else line.text[:57] + "..."
+                    raise CacheFormatError(f"{source}:{number}: not a cache entry: {shown!r}")
             lines.append(line)
         return cls(lines, source)
 
@@ -127,21 +130,15 @@ class CacheFile:
 
     # ------------------------------------------------------------------ access
     def _entry_at(self, index: int) -> Entry | None:
-        text = self.lines[index].text
-        body = text.strip(" \t")
-        if not body or body.startswith("#") or body.startswith("//"):
+        parsed = self.lines[index].parsed
+        if parsed is None:
             return None
-        parsed = _parse_entry_text(text)
-        if parsed is None:  # pragma: no cover - rejected by parse()
-            return None
-        key, type_, value = parsed
-        return Entry(key, type_, value, index)
+        return Entry(parsed[0], parsed[1], parsed[2], index)
 
     def entries(self) -> Iterator[Entry]:
-        for index in range(len(self.lines)):
-            entry = self._entry_at(index)
-            if entry is not None:
-                yield entry
+        for index, line in enumerate(self.lines):
+            if line.parsed is not None:
+                yield Entry(line.parsed[0], line.parsed[1], line.parsed[2], index)
 
     def _build_index(self) -> dict[str, int]:
         if self._index is None:
@@ -181,6 +178,7 @@ class CacheFile:
         match = _ENTRY.fullmatch(line.text.lstrip(" \t"))
         assert match is not None
         line.text = indent + match.group("head") + _quote_value(value)
+        line.parsed = _parse_entry_text(line.text)
 
     def add(self, key: str, type_: str, value: str, help_text: str = "") -> None:
         """Append a new entry (with a ``//`` help line) before the INTERNAL section."""
@@ -189,9 +187,10 @@ class CacheFile:
         if "\n" in value or "\r" in value or "\n" in type_ or "=" in type_:
             raise MegabuildError(f"invalid value or type for {key}")
         eol = "\r\n" if self.uses_crlf else "\n"
+        entry_text = f"{format_key(key)}:{type_}={_quote_value(value)}"
         new = [
             Line(f"//{help_text}", eol),
-            Line(f"{format_key(key)}:{type_}={_quote_value(value)}", eol),
+            Line(entry_text, eol, _parse_entry_text(entry_text)),
             Line("", eol),
         ]
         position = len(self.lines)
