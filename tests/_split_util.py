@@ -123,12 +123,23 @@ def make_tree(root: Path, cuda: bool = False) -> Path:
 def lay_out_wheel(build_lib: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
     """Create the wheel's files (sparse, real sizes) under *build_lib*; return the count."""
     count = 0
+    made: set[str] = set()
     with open(WHEEL_LISTING, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh, delimiter="\t")
         next(reader)
         for path, size, executable in reader:
             if not path.startswith(tops):
                 continue
-            write(build_lib / path, int(size), 0o755 if executable == "1" else 0o644)
+            full = os.path.join(build_lib, path)
+            parent = os.path.dirname(full)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, int(size))  # sparse: real size, no data blocks
+                os.fchmod(fd, 0o755 if executable == "1" else 0o644)
+            finally:
+                os.close(fd)
             count += 1
     return count
