@@ -180,7 +180,7 @@ def test_every_requirement_is_a_well_formed_match_spec(config: Config) -> None:
                     and not any(p == "-" for p in parts)
                 ):
                     bad.append(f"{out.name} {section}: {spec!r}")
-    assert bad == [], "mis-indented or merged requirement lines?"
+    assert not bad, "malformed specs (mis-indented YAML lines merge into one): " + "; ".join(bad)
 
 
 # -- pins between the outputs ------------------------------------------------------------------
