@@ -363,3 +363,45 @@ def test_circular_exact_pins_are_reported(tmp_path: Path) -> None:
     )
     with pytest.raises(RenderError, match="circular"):
         render_config(TOY_CUDA, recipe)
+
+
+@pytest.mark.parametrize("config", [TOY_CUDA, TOY_CPU, TOY_OSX], ids=lambda p: p.stem)
+def test_toy_matches_conda_build(config: Path) -> None:
+    """Same outputs, build strings (hash included), numbers, requirements and used keys."""
+    api = pytest.importorskip("conda_build.api")
+    subdir = next(
+        line
+        for line in config.read_text().splitlines()
+        if line.startswith("- linux-") or line.startswith("- osx-")
+    )[2:]
+    plat, arch = subdir.split("-", 1)
+    metas = api.render(
+        str(TOY / "recipe"),
+        variant_config_files=[str(config)],
+        finalize=False,
+        bypass_env_check=True,
+        platform=plat,
+        arch=arch,
+    )
+    ours = render_config(config, TOY / "recipe", build_platform=subdir)
+    names = {o.name for o in ours}
+
+    def unpin(specs: list[str]) -> list[str]:  # conda-build leaves exact sibling pins unresolved
+        return [s.split()[0] if s.split()[0] in names and len(s.split()) == 3 else s for s in specs]
+
+    theirs = {
+        (m.name(), m.build_id(), m.build_number()): (
+            {s: unpin(list(m.get_value(f"requirements/{s}", []) or [])) for s in ("build", "host", "run")},
+            {k: m.config.variant[k] for k in m.get_used_vars() if k in m.config.variant},
+        )
+        for m, _, _ in metas
+        if not m.skip()
+    }
+    mine = {
+        (o.name, o.build_string, o.build_number): (
+            {s: unpin(o.requirements[s]) for s in ("build", "host", "run")},
+            o.variant,
+        )
+        for o in ours
+    }
+    assert mine == theirs
