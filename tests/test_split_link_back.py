@@ -134,3 +134,19 @@ def test_link_back_cli(env: tuple[Path, Path, Path]) -> None:
 )
 def test_pyc_tag(name: str, tag: str | None) -> None:
     assert pyc_tag(name) == tag
+
+
+def test_link_back_can_drop_libtorch_headers(env: tuple[Path, Path, Path]) -> None:
+    spec_path, prefix, sp_dir = env
+    include = sp_dir / "torch/include"
+    res = run_cli(
+        "link-back", "--spec", spec_path, "--prefix", prefix, "--sp-dir", sp_dir, "--drop-libtorch-headers"
+    )
+    assert res.returncode == 0, res.stderr
+    assert "removed 1 libtorch headers" in res.stdout
+    # ATen (in $PREFIX/include) is gone, never linked back; third-party and
+    # headers libtorch lacks stay real files
+    assert not (include / "ATen").exists()
+    assert (include / "pybind11/pybind11.h").is_file() and (include / "torch/extension.h").is_file()
+    assert include.is_dir() and not include.is_symlink()
+    assert not [p for p in include.rglob("*") if p.is_symlink()]

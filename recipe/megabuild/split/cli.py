@@ -61,6 +61,7 @@ def cmd_link_back(args: argparse.Namespace) -> int:
         args.sp_dir,
         python_tag=args.python_tag,
         keep_missing=args.keep_missing,
+        drop_libtorch_headers=args.drop_libtorch_headers,
         dry_run=args.dry_run,
     )
     return _print(report.lines())
@@ -113,6 +114,12 @@ def register(groups: Any) -> None:
     )
     p.add_argument(
         "--keep-missing", action="store_true", help="keep real files that libtorch lacks instead of failing"
+    )
+    p.add_argument(
+        "--drop-libtorch-headers",
+        action="store_true",
+        help="remove from site-packages/torch/include the headers libtorch installs in $PREFIX/include "
+        "(default: keep pytorch's own copy)",
     )
     p.add_argument("--dry-run", action="store_true", help="validate and report, change nothing")
     p.set_defaults(handler=cmd_link_back)

@@ -4,9 +4,12 @@ libtorch's files under ``$SP_DIR/torch/{lib,bin,share}`` at ``$PREFIX``.
 * Files the spec gives to another output (libtorch, libtorch-cuda-linalg) and
   which exist at the same relative path under ``$PREFIX`` become RELATIVE
   symlinks (so the package stays relocatable).
-* ``$SP_DIR/torch/include`` is left alone and must stay a real directory:
-  headers linked back into site-packages gave consumers two include dirs
-  with conflicting declarations.
+* ``$SP_DIR/torch/include`` stays a real directory, never linked into
+  ``$PREFIX`` (headers linked back into site-packages gave consumers two
+  include dirs with conflicting declarations). By default pytorch keeps its
+  own copy of the headers there; ``drop_libtorch_headers`` instead removes the
+  ones libtorch installs in ``$PREFIX/include`` (the conda-forge layout, which
+  needs TorchConfig.cmake patched to use ``$PREFIX/include``).
 * Files of rules with ``prefix_link`` (``lib/libtorch_python.so``) stay real
   files in site-packages (TorchConfig.cmake found there looks for them next to
   itself) and get a relative symlink at the same path under ``$PREFIX``, where
@@ -27,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
-from megabuild.split.fsmove import walk_entries
-from megabuild.split.spec import DROPPED, Spec, format_paths
+from megabuild.split.fsmove import prune_empty_dirs, walk_entries
+from megabuild.split.spec import DROPPED, Classification, Spec, format_paths
 
 LINK_AREAS = ("lib", "bin", "share")
 PYC_PACKAGES = ("torch", "functorch", "torchgen")
@@ -44,6 +47,7 @@ class LinkBackReport:
     dropped: list[str] = field(default_factory=list)
     prefix_links: list[str] = field(default_factory=list)
     pyc_removed: int = 0
+    headers_removed: int = 0
     python_tag: str = ""
 
     def lines(self) -> list[str]:
@@ -52,6 +56,8 @@ class LinkBackReport:
             f"({len(self.already_linked)} already linked), {len(self.dropped)} dropped files removed, "
             f"{self.pyc_removed} .pyc of other Pythons removed (kept {self.python_tag})",
         ]
+        if self.headers_removed:
+            out.append(f"  removed {self.headers_removed} libtorch headers from site-packages/torch/include")
         for rel in self.prefix_links:
             out.append(f"  $PREFIX/{rel} -> real file in site-packages/torch/{rel}")
         if self.size_differs:
@@ -88,6 +94,7 @@ def link_back(
     *,
     python_tag: str,
     keep_missing: bool = False,
+    drop_libtorch_headers: bool = False,
     dry_run: bool = False,
 ) -> LinkBackReport:
     if not _TAG.fullmatch(python_tag):
@@ -165,6 +172,7 @@ def link_back(
             problems.append(f"{rule.pattern} is missing in {torch_dir} (pytorch must ship it)")
 
     include = torch_dir / "include"
+    headers: list[str] = []  # libtorch's headers to remove from site-packages (opt-in)
     if include.is_symlink():
         problems.append(f"{include} is a symlink; it must stay a real directory")
     elif include.is_dir():
@@ -174,6 +182,15 @@ def link_back(
                 resolved = os.path.realpath(include / entry.relpath)
                 if _inside(resolved, real_prefix) and not _inside(resolved, real_sp):
                     into_prefix.append(f"include/{entry.relpath}")
+            elif drop_libtorch_headers:
+                rel = f"include/{entry.relpath}"
+                result = spec.classify(rel)
+                owned = isinstance(result, Classification) and result.output not in (
+                    spec.default_output,
+                    DROPPED,
+                )
+                if owned and os.path.lexists(prefix / rel):
+                    headers.append(entry.relpath)
         if into_prefix:
             problems.append(f"headers in site-packages link into the prefix: {format_paths(into_prefix)}")
 
@@ -211,6 +228,7 @@ def link_back(
     report.linked = [str(p.relative_to(torch_dir).as_posix()) for p, _ in replace]
     report.prefix_links = [str(d.relative_to(prefix).as_posix()) for d, _ in prefix_links]
     report.pyc_removed = len(pyc)
+    report.headers_removed = len(headers)
     if dry_run:
         return report
 
@@ -222,6 +240,9 @@ def link_back(
         os.replace(tmp, path)
     for path in remove:
         os.unlink(path)
+    for rel in headers:
+        os.unlink(include / rel)
+    prune_empty_dirs(include, headers)
     for dst, wanted in prefix_links:
         if os.path.lexists(dst):
             continue
