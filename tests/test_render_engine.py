@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from feedstock.configs import Config
+from feedstock.configs import Config, load_config
 from feedstock.render import (
     RenderedOutput,
     RenderError,
@@ -369,11 +369,7 @@ def test_circular_exact_pins_are_reported(tmp_path: Path) -> None:
 def test_toy_matches_conda_build(config: Path) -> None:
     """Same outputs, build strings (hash included), numbers, requirements and used keys."""
     api = pytest.importorskip("conda_build.api")
-    subdir = next(
-        line
-        for line in config.read_text().splitlines()
-        if line.startswith("- linux-") or line.startswith("- osx-")
-    )[2:]
+    subdir = load_config(config).subdir
     plat, arch = subdir.split("-", 1)
     metas = api.render(
         str(TOY / "recipe"),
