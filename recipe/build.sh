@@ -74,13 +74,24 @@ export USE_ITT=0
 export USE_NNPACK=1
 export USE_PYTORCH_QNNPACK=1
 export USE_FBGEMM=1
-if [[ "${target_platform}" == osx-arm64 ]]; then
-    # FBGEMM is x86-only; oneDNN has no Apple-silicon support upstream.
-    export USE_FBGEMM=0
-    export USE_MKLDNN=0
-elif [[ "${target_platform}" == linux-aarch64 ]]; then
-    export USE_FBGEMM=0
-fi
+# The upstream x86_64 wheels ship without XNNPACK (torch.__config__.show()).
+export USE_XNNPACK=0
+# Upstream builds with the C++11 ABI; conda-forge's libraries need it too.
+export _GLIBCXX_USE_CXX11_ABI=1
+case "${target_platform}" in
+    osx-arm64)
+        # FBGEMM is x86-only; oneDNN has no Apple-silicon build upstream.
+        export USE_FBGEMM=0
+        export USE_MKLDNN=0
+        export USE_XNNPACK=1
+        ;;
+    linux-aarch64)
+        export USE_FBGEMM=0
+        export USE_XNNPACK=1
+        # Breakpad does not support aarch64 (pytorch/pytorch#67083).
+        export USE_BREAKPAD=0
+        ;;
+esac
 
 case "${blas_impl}" in
     mkl)
@@ -119,8 +130,13 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export USE_MAGMA=0
     export TORCH_NVCC_FLAGS="-Xfatbin -compress-all"
     export CMAKE_CUDA_FLAGS="-w -Xptxas -w"
+    if [[ "${target_platform}" == linux-aarch64 ]]; then
+        # keeps the huge libtorch_cuda within aarch64's branch range (pytorch/pytorch#121975)
+        export USE_PRIORITIZED_TEXT_FOR_LD=1
+    fi
     # Architectures as in upstream's wheels of the same CUDA version
-    # (.ci/manywheel/build_cuda.sh).
+    # (.ci/manywheel/build_cuda.sh); conda-forge adds PTX for the newest
+    # architecture so that future GPUs can JIT-compile the kernels.
     case "${cuda_compiler_version}-${target_platform}" in
         12.6-linux-64)
             export TORCH_CUDA_ARCH_LIST="5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX"
@@ -129,7 +145,7 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
             export TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"
             ;;
         13.0-linux-64)
-            export TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+            export TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
             export TORCH_NVCC_FLAGS="${TORCH_NVCC_FLAGS} -compress-mode=size"
             ;;
         *)
@@ -186,7 +202,11 @@ build_pytorch() {
         export USE_MAGMA=1
     fi
     "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
-    run_megabuild split link-back --spec "$SPLIT_SPEC" --prefix "$PREFIX" --sp-dir "$SP_DIR"
+    # libtorch's headers live in $PREFIX/include only; a second copy (or a
+    # symlink) in site-packages gives consumers two include roots. Patches
+    # 0003/0004 point TorchConfig.cmake and cpp_extension at $PREFIX/include.
+    run_megabuild split link-back --spec "$SPLIT_SPEC" --prefix "$PREFIX" --sp-dir "$SP_DIR" \
+        --drop-libtorch-headers
 }
 
 case "${PKG_NAME}" in
