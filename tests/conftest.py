@@ -1,2 +1,6 @@
 # Shared pytest plugins; fixtures live in tests/support/ (append more plugin modules here).
 pytest_plugins = ["support.fixtures"]
+
+# Fixture projects carry their own tests (run inside the harness's installed
+# environments), and benchmarks are scripts, not tests.
+collect_ignore_glob = ["fixture/*", "projects/*", "bench/*"]
