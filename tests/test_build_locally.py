@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -332,3 +333,40 @@ def test_conda_forge_yml_keeps_build_locally_out_of_rerender(repo_root: Path) ->
     assert "build-locally.py" in (forge.get("skip_render") or []), (
         "conda-forge.yml needs `skip_render: [build-locally.py]` or a rerender overwrites it"
     )
+
+
+def find_python39() -> str | None:
+    import glob
+    import os
+    import shutil
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    # the interpreter itself, not pyenv's shim (a bash script that needs PATH)
+    candidates = [*sorted(glob.glob(f"{root}/versions/3.9*/bin/python3.9")), shutil.which("python3.9")]
+    return next((c for c in candidates if c), None)
+
+
+def test_runs_under_python39(fs: FakeFeedstock) -> None:
+    python39 = find_python39()
+    if python39 is None:
+        pytest.skip("no python3.9 on this machine")
+    proc = subprocess.run(
+        [python39, str(fs.root / "build-locally.py"), "linux_64_cuda12.6", "--dry-run"],
+        cwd=fs.root,
+        env=fs.env(with_docker=False, PYTHONPATH=block_render_dependencies(fs)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dry run: nothing was run" in proc.stdout
+    proc = subprocess.run(
+        [python39, str(fs.root / "build-locally.py"), CPU_GENERIC],
+        cwd=fs.root,
+        env=fs.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert fs.built() == [CPU_GENERIC]
