@@ -184,6 +184,13 @@ def test_build_steps_run_the_generated_scripts(workflow) -> None:
             assert secret not in step["run"]  # only handed over through the environment
 
 
+def installed_specs(build_steps: str) -> list[str]:
+    """Words of the `micromamba install ...` command (with its continuation lines)."""
+    match = re.search(r"^micromamba install (?:.*\\\n)*.*$", build_steps, re.M)
+    assert match, "micromamba install command missing from build_steps.sh"
+    return match.group(0).replace("\\\n", " ").split()
+
+
 # -- the scripts ---------------------------------------------------------------------------------
 
 
@@ -202,9 +209,7 @@ def test_build_command_follows_conda_build_tool(repo_root: Path, forge) -> None:
     text = (repo_root / ".scripts" / "build_steps.sh").read_text()
     build_line = f'CONDA_SUBDIR="${{BUILD_PLATFORM}}" {BUILD_COMMANDS[tool]} \\\n        "${{RECIPE_ROOT}}"'
     assert build_line in text
-    install = re.search(r"micromamba install .*?\n(.*?)\n", text, re.S)
-    assert install, "micromamba install line missing"
-    assert ("boa" in install.group(1).split()) is (tool == "mambabuild")
+    assert ("boa" in installed_specs(text)) is (tool == "mambabuild")
     if tool.startswith("conda-build"):
         assert 'CONDA_SUBDIR="${BUILD_PLATFORM}" conda debug' in text
     else:
@@ -262,3 +267,67 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     assert (copy / "build-locally.py").read_bytes() == (repo_root / "build-locally.py").read_bytes(), (
         "the rerender replaced build-locally.py: add it to skip_render in conda-forge.yml"
     )
+
+
+# -- optional: the conda_build_tool branch of conda-smithy's own templates -----------------------
+
+_RENDER_TEMPLATE = r"""
+import os, shutil, sys, tempfile, types
+import yaml
+sys.modules.setdefault("cirun", types.SimpleNamespace(Cirun=None))  # only needed by the CLI
+from conda_smithy import configure_feedstock as cf
+
+forge_yml, pinning, tool, template = sys.argv[1:5]
+tmp = tempfile.mkdtemp()
+with open(forge_yml) as fh:
+    forge = yaml.safe_load(fh) or {}
+forge["conda_build_tool"] = tool
+with open(os.path.join(tmp, "conda-forge.yml"), "w") as fh:
+    yaml.safe_dump(forge, fh)
+os.makedirs(os.path.join(tmp, "recipe"))
+open(os.path.join(tmp, "recipe", "meta.yaml"), "w").close()
+config = cf._load_forge_config(tmp, pinning)
+config["local_ci_setup"] = False
+config["build_setup"] = cf._get_build_setup_line(tmp, "linux", config)
+sys.stdout.write(cf.make_jinja_env(tmp).get_template(template).render(**config) + "\n")
+shutil.rmtree(tmp)
+"""
+
+
+def render_smithy_template(repo_root: Path, tool: str, template: str) -> str:
+    python = os.environ.get("CONDA_SMITHY_PYTHON")
+    pinning = os.environ.get("CONDA_FORGE_PINNING")
+    if not python or not pinning:
+        pytest.skip(
+            "set CONDA_SMITHY_PYTHON (an interpreter with conda-smithy) and CONDA_FORGE_PINNING "
+            "(conda-forge-pinning's conda_build_config.yaml), in an environment where conda-smithy "
+            "works offline, to render conda-smithy's templates"
+        )
+    proc = subprocess.run(
+        [python, "-c", _RENDER_TEMPLATE, str(repo_root / "conda-forge.yml"), pinning, tool, template],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("rel", "template"),
+    [
+        (".scripts/build_steps.sh", "build_steps.sh.tmpl"),
+        (".scripts/run_docker_build.sh", "run_docker_build.sh.tmpl"),
+    ],
+)
+def test_scripts_equal_conda_smithys_templates(repo_root: Path, forge, rel: str, template: str) -> None:
+    tool = forge.get("conda_build_tool", "conda-build")
+    assert render_smithy_template(repo_root, tool, template) == (repo_root / rel).read_text()
+
+
+@pytest.mark.parametrize("tool", ["conda-build", "mambabuild"])
+def test_conda_build_tool_branch_of_the_template(repo_root: Path, tool: str) -> None:
+    text = render_smithy_template(repo_root, tool, "build_steps.sh.tmpl")
+    command = BUILD_COMMANDS[tool]
+    assert f'CONDA_SUBDIR="${{BUILD_PLATFORM}}" {command} \\' in text
+    assert ("boa" in installed_specs(text)) is (tool == "mambabuild")
