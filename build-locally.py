@@ -268,7 +268,10 @@ def select_configs(ns: Namespace) -> list[str]:
             print(f"Found {valid[0]} configuration")
             return valid
         if not sys.stdin.isatty():
-            fail("no config given and stdin is not a terminal; valid configs: " + " ".join(valid))
+            print("valid configs are:", file=sys.stderr)
+            for n in valid:
+                print(f"  {n}", file=sys.stderr)
+            fail("no config given and stdin is not a terminal: name one of the configs above")
         return [choose_interactively(valid)]
     names = resolve(ns.config, ns.filter)
     if not names:
