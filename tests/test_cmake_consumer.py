@@ -15,6 +15,7 @@ a C++ compiler or Python's embedding library are missing.
   Torch_DIR from $PREFIX/share and from site-packages both find the headers
   in $PREFIX/include and libtorch_python next to the config.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -44,7 +44,9 @@ def find_links() -> list[Path]:
     try:
         out = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
@@ -81,7 +83,9 @@ def python_for_wheel(wheel: Path) -> Path | None:
 def python_root(python: Path) -> str:
     return subprocess.run(
         [str(python), "-c", "import sys; print(sys.base_prefix)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
 
 
@@ -122,7 +126,13 @@ def python_dev():
 
 def configure(build: Path, torch_dir: Path, python_root_dir: str, with_python: bool = True):
     cmd = [
-        "cmake", "-S", str(PROJECT), "-B", str(build), "-G", "Ninja",
+        "cmake",
+        "-S",
+        str(PROJECT),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
         f"-DTorch_DIR={torch_dir}",
         f"-DWITH_TORCH_PYTHON={'ON' if with_python else 'OFF'}",
         f"-DPython3_ROOT_DIR={python_root_dir}",
@@ -140,8 +150,11 @@ def test_consumer_builds_against_wheel(wheel_tree: Path, python_dev: str, tmp_pa
     r = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = build / "torch_consumer"
-    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout \
-        if shutil.which("readelf") else ""
+    needed = (
+        subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+        if shutil.which("readelf")
+        else ""
+    )
     if needed:
         assert "[libtorch_python.so]" in needed and "[libtorch_cpu.so]" in needed, needed
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
@@ -165,7 +178,10 @@ def patch_0003_replacement() -> tuple[str, str]:
             old.append(body)
         elif tag == "+":
             new.append(body)
-    sub = lambda s: "\n".join(s).replace("@BUILD_SHARED_LIBS@", "ON")
+
+    def sub(s):
+        return "\n".join(s).replace("@BUILD_SHARED_LIBS@", "ON")
+
     return sub(old), sub(new)
 
 
@@ -189,8 +205,10 @@ def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Pa
         assert old in text, "patch 0003 context does not match the 2.13.0 TorchConfig.cmake"
         cfg.write_text(text.replace(old, new, 1))
 
-    for name, torch_dir in (("prefix", prefix / "share" / "cmake" / "Torch"),
-                            ("site-packages", sp_torch / "share" / "cmake" / "Torch")):
+    for name, torch_dir in (
+        ("prefix", prefix / "share" / "cmake" / "Torch"),
+        ("site-packages", sp_torch / "share" / "cmake" / "Torch"),
+    ):
         out = configure(tmp_path / f"build-{name}", torch_dir, python_dev)
         inc = re.search(r"TORCH_INCLUDE_DIRS: (.*)", out).group(1).split(";")
         assert inc == [f"{prefix}/include", f"{prefix}/include/torch/csrc/api/include"], (name, inc)
