@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Run the end-to-end megabuild of the miniature PyTorch-shaped fixture and print what it produced.
+
+    python scripts/demo_megabuild.py [--config linux_64_cuda12.6] [--pythons 3.11,3.12] [--keep DIR]
+
+The real recipe scripts (``recipe/build.sh``, ``recipe/install_*.sh``, the ``megabuild`` helpers)
+build ``tests/fixture/minitorch`` with the CMake, Ninja and compilers on PATH and the CPythons found
+by ``tests/support/pythons.py``; the packages are real ``.conda`` files in a local channel, which
+py-rattler solves and installs for each Python before importing ``torch`` there.
+Needs: cmake, ninja, a C++ compiler, ``pip install conda-package-handling py-rattler pyyaml jinja2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.harness import channel, ninja  # noqa: E402
+from tests.harness.conda_build import HarnessError, RunResult, run_config  # noqa: E402
+from tests.harness.packaging import fmt_size  # noqa: E402
+from tests.support.pythons import find_cpythons  # noqa: E402
+
+IMPORT = (
+    "import json, torch; print(json.dumps({'version': torch.__version__, 'has_magma': torch.has_magma(),"
+    " 'ones_sum(3)': torch.ones_sum(3), 'python': torch._C._compiled_python()}))"
+)
+
+
+def report(run: RunResult) -> None:
+    print(f"\n== packages ({run.channel})")
+    for pkg in run.packages.values():
+        size = pkg.conda_file.stat().st_size if pkg.conda_file else 0
+        print(f"  {pkg.dist + '.conda':<72} {len(pkg.files):>5} files {fmt_size(size):>10}")
+    print(f"  (+ {len(run.stand_ins)} stand-ins: python/numpy per Python, libmagma, empty placeholders)")
+
+    print("\n== ninja edges re-run per step")
+    top = run.step("libtorch-split")
+    names = ["full build", "USE_MAGMA pass"]
+    for i, edges in enumerate(top.ninja_runs):
+        label = names[i] if i < len(names) else f"top-level run {i + 1}"
+        print(f"  {label:<22} {len(edges):>4} edges  {ninja.by_target(edges)}")
+    for step in run.steps:
+        if step.name == "pytorch":
+            print(
+                f"  {'pytorch py' + str(step.python):<22} {len(step.ninja_changed):>4} edges  "
+                f"{ninja.by_target(step.ninja_changed)} + torch._C (setuptools)"
+            )
+    print("\n== time per step")
+    for step in run.steps:
+        print(f"  {step.dist or step.name:<72} {step.seconds:6.1f}s")
+    print(f"  total {run.seconds:.0f}s")
+    if run.anomalies or run.notes:
+        print("\n== notes")
+        for line in [*run.anomalies, *run.notes]:
+            print(f"  - {line}")
+
+
+def install_and_import(run: RunResult, cuda: bool) -> int:
+    failures = 0
+    virtual = {"__cuda": "12.6"} if cuda else {}
+    requests = [[("pytorch", f"python {py}.*")] for py in run.pythons]
+    if cuda:
+        first = sorted(run.pythons)[0]
+        requests.append([("pytorch", f"python {first}.*", "libtorch-cuda-linalg * *nomagma*")])
+    print("\n== solve, install, import")
+    for (specs,) in requests:
+        name = "-".join(s.split()[-1].strip("*.") for s in specs[1:])
+        prefix = run.work / "envs" / name
+        try:
+            solved = channel.create_env(
+                run.channel, list(specs), prefix, run.work / "cache" / "rattler", virtual
+            )
+        except Exception as exc:
+            print(f"  {' + '.join(specs)}: solve/install failed: {exc}")
+            failures += 1
+            continue
+        proc = channel.run_in_env(prefix, IMPORT, run.work / "home")
+        ours = {k: v for k, v in solved.items() if k.startswith(("pytorch", "libtorch", "libmagma"))}
+        print(f"  {' + '.join(specs)}\n    solved: {ours}")
+        if proc.returncode != 0:
+            print(f"    import FAILED:\n{proc.stderr}")
+            failures += 1
+        else:
+            print(f"    import torch: {proc.stdout.strip()}")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", default="linux_64_cuda12.6", help="config file, .ci_support name or sample alias"
+    )
+    parser.add_argument("--pythons", help="comma-separated minor versions (default: all found)")
+    parser.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one)")
+    parser.add_argument("--recipe-dir", type=Path, help=argparse.SUPPRESS)  # debugging a patched copy
+    args = parser.parse_args(argv)
+
+    pythons = find_cpythons()
+    if args.pythons:
+        wanted = args.pythons.split(",")
+        pythons = [c for c in pythons if c.short in wanted]
+    if not pythons:
+        print("no CPython >= 3.10 found", file=sys.stderr)
+        return 2
+    work = args.keep or Path(tempfile.mkdtemp(prefix="megabuild-demo-"))
+    extra = {"recipe_dir": args.recipe_dir} if args.recipe_dir else {}
+    try:
+        run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
+    except HarnessError as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        return 1
+    report(run)
+    cuda = any(p.name == "libtorch-cuda-linalg" for p in run.packages.values())
+    failures = install_and_import(run, cuda)
+    print(f"\nwork dir: {work}" + ("" if args.keep else " (temporary; use --keep DIR to choose)"))
+    print(json.dumps({"packages": len(run.packages), "seconds": round(run.seconds)}))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

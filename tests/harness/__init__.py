@@ -1,0 +1,18 @@
+"""End-to-end harness: run a ``.ci_support`` config of the real recipe the way conda-build runs a
+multi-output recipe, on the miniature PyTorch-shaped project in ``tests/fixture/minitorch``.
+
+Modules:
+
+``elf``
+    DT_NEEDED / RUNPATH of a shared library, read from the ELF file itself.
+``ninja``
+    ``.ninja_log`` parsing: which edges each build step re-ran.
+``prefix``
+    conda-like prefixes (host, build) from the CPythons on this machine; file snapshots.
+``packaging``
+    real ``.conda`` files (conda-package-handling) for outputs and stand-ins.
+``channel``
+    index a local channel, solve and install with py-rattler.
+``conda_build``
+    the runner: render, top-level script, each output's script, packages.
+"""

@@ -1,0 +1,589 @@
+"""Run one ``.ci_support`` config of the real recipe the way conda-build runs a multi-output recipe.
+
+* one work dir for the whole run; the fixture is copied in as ``SRC_DIR``;
+* the top-level script (``recipe/build.sh`` with ``PKG_NAME=libtorch-split``) first, in a host
+  prefix with the top-level host Python;
+* then each rendered output's script, in output order, each in a fresh host prefix at the SAME
+  path, holding the host requirements the harness knows how to provide (Python + pip packages,
+  earlier outputs of this run, the libmagma stand-in); other requirements are listed as ignored;
+* the environment is conda-build's variables and nothing else from the caller (PATH: ``$PREFIX/bin``,
+  ``$BUILD_PREFIX/bin``, the directories of cmake/ninja/the compilers, ``/usr/bin:/bin``);
+* files new in ``$PREFIX`` after an output's script are that output's package (a real ``.conda``).
+
+The scripts are the real ``recipe/*.sh`` and helpers, unchanged; ``RECIPE_DIR`` is the real
+``recipe/``. :func:`run_config` returns everything the tests and ``scripts/demo_megabuild.py`` report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness import ninja
+from tests.harness.packaging import (
+    Package,
+    build_conda,
+    empty_package,
+    install_package_files,
+    magma_packages,
+    numpy_package,
+    package_from_prefix,
+    python_package,
+)
+from tests.harness.prefix import empty_prefix, pick_python, python_prefix, snapshot
+from tests.support.pythons import CPython, find_cpythons
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE_DIR = REPO / "recipe"
+FIXTURE = REPO / "tests" / "fixture" / "minitorch"
+MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
+SAMPLE_CONFIGS = Path(__file__).resolve().parent / "ci_support"
+
+if str(REPO / "scripts") not in sys.path:
+    sys.path.insert(0, str(REPO / "scripts"))
+
+TOP_LEVEL = "libtorch-split"
+# Host requirements the harness provides with pip inside a conda-like prefix.
+PIP_PROVIDED = {"numpy": "numpy", "pip": "pip", "setuptools": "setuptools", "wheel": "wheel",
+                "pyyaml": "pyyaml", "typing_extensions": "typing_extensions"}  # fmt: skip
+ALWAYS_WITH_PYTHON = ("pip", "setuptools", "wheel", "numpy")
+MAGMA_NAMES = ("libmagma", "libmagma-devel")
+# Variant keys that legitimately split an output (megabuild). Used only to detect render anomalies.
+SPLITTING_KEYS = {"libtorch-cuda-linalg": ("with_magma",), "pytorch": ("python",)}
+
+
+class HarnessError(RuntimeError):
+    """A step of the end-to-end run failed; the message names the step and its log."""
+
+
+@dataclass
+class Step:
+    """One script run: the top level or an output."""
+
+    name: str  # PKG_NAME
+    dist: str | None  # None for the top level
+    seconds: float
+    log: Path
+    ninja_runs: list[list[str]] = field(default_factory=list)  # outputs per ninja run (status lines)
+    ninja_changed: list[str] = field(default_factory=list)  # outputs whose .ninja_log entry changed
+    host: list[str] = field(default_factory=list)  # what the harness put into the host prefix
+    ignored: list[str] = field(default_factory=list)  # host requirements it could not provide
+    python: str | None = None
+
+
+@dataclass
+class RunResult:
+    config: Path
+    work: Path
+    src_dir: Path
+    prefix: Path
+    channel: Path
+    outputs: list[Any]  # rendered outputs actually built, in build order
+    packages: dict[str, Package]  # dist -> output package
+    stand_ins: dict[str, Package]
+    steps: list[Step]
+    notes: list[str]
+    anomalies: list[str]
+    pythons: dict[str, CPython]  # "3.11" -> CPython
+    seconds: float
+
+    def packages_named(self, name: str) -> list[Package]:
+        return [p for p in self.packages.values() if p.name == name]
+
+    def step(self, name: str, python: str | None = None) -> Step:
+        for s in self.steps:
+            if s.name == name and (python is None or s.python == python):
+                return s
+        raise KeyError((name, python))
+
+
+# ------------------------------------------------------------------------------------------------
+# config and render
+# ------------------------------------------------------------------------------------------------
+
+
+def find_config(name: str) -> Path:
+    """A config by path, by file name in ``.ci_support/``, or a bundled sample by alias."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    for folder in (REPO / ".ci_support", SAMPLE_CONFIGS):
+        candidates = sorted(folder.glob(f"{name}.yaml")) or sorted(folder.glob(f"*{name}*.yaml"))
+        if candidates:
+            return candidates[0]
+    raise HarnessError(f"no config {name!r} in .ci_support/ or {SAMPLE_CONFIGS}")
+
+
+def restrict_pythons(config: Path, available: Sequence[str], dest: Path) -> tuple[Path, list[str]]:
+    """Copy ``config`` with its ``python`` list cut to the minor versions available here."""
+    data = yaml.safe_load(config.read_text())
+    values = data.get("python") or []
+    keep = [i for i, v in enumerate(values) if str(v).split(".*")[0].split()[0] in available]
+    if not keep:
+        raise HarnessError(f"{config.name}: none of its Pythons {values} is available ({available})")
+    group = next((g for g in data.get("zip_keys") or [] if "python" in g), ["python"])
+    for key in group:
+        if key in data and len(data[key]) == len(values):
+            data[key] = [data[key][i] for i in keep]
+    dest.write_text(yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
+    return dest, [str(values[i]).split(".*")[0] for i in keep]
+
+
+def render(config: Path, recipe_dir: Path = RECIPE_DIR) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
+    """Rendered outputs, the top-level recipe dict and the first full variant of ``config``."""
+    from feedstock import render as r
+    from feedstock.configs import load_config
+
+    outputs = r.render_config(config, recipe_dir)
+    cfg = load_config(config)
+    variant = dict(r.expand_variants(cfg)[0])
+    top: dict[str, Any] = {}
+    try:  # the top level is not an output; render.py has no public accessor for it
+        renderer = r._Renderer(cfg, recipe_dir, outputs[0].subdir if outputs else "linux-64")
+        top = renderer._top_level(variant, lambda name, *a, **k: name)
+    except Exception as exc:  # pragma: no cover - depends on render.py internals
+        top = {"_error": f"{type(exc).__name__}: {exc}"}
+    return outputs, top, variant
+
+
+def plan(outputs: Sequence[Any], megabuild: bool) -> tuple[list[Any], list[str], dict[str, str]]:
+    """Outputs to build (conda-build skips an identical dist), anomalies, and pin rewrites.
+
+    A megabuild runs libtorch and the metapackage once, the linalg library once per ``with_magma``
+    and pytorch once per Python. If the render gives more (an output "uses" a key it should not),
+    that is reported as an anomaly; the run keeps the first and maps the others' build strings to
+    it so that the rest of the pipeline can still be exercised.
+    """
+    built: list[Any] = []
+    anomalies: list[str] = []
+    rewrites: dict[str, str] = {}
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+    dists: set[tuple[str, str]] = set()
+    for out in outputs:
+        if (out.name, out.build_string) in dists:
+            continue
+        dists.add((out.name, out.build_string))
+        keys = (
+            SPLITTING_KEYS.get(out.name, ()) if megabuild else (*SPLITTING_KEYS.get(out.name, ()), "python")
+        )
+        key = (out.name, tuple((k, str(out.variant.get(k))) for k in keys))
+        if key in seen:
+            kept = seen[key]
+            extra = sorted(set(out.variant.items()) - set(kept.variant.items()))
+            anomalies.append(
+                f"render gives a second {out.name} ({out.build_string}) next to {kept.build_string}; "
+                f"variant values that differ: {extra}"
+            )
+            rewrites[f"{out.name} {out.version} {out.build_string}"] = (
+                f"{kept.name} {kept.version} {kept.build_string}"
+            )
+            continue
+        seen[key] = out
+        built.append(out)
+    return built, anomalies, rewrites
+
+
+def rewrite_specs(specs: Sequence[str], rewrites: Mapping[str, str]) -> list[str]:
+    return [rewrites.get(s, s) for s in specs]
+
+
+# ------------------------------------------------------------------------------------------------
+# environment
+# ------------------------------------------------------------------------------------------------
+
+
+def tool_dirs() -> list[str]:
+    """Directories of cmake, ninja and the compilers on the caller's PATH (the 'build env' tools)."""
+    dirs: list[str] = []
+    for tool in ("cmake", "ninja", "cc", "c++", "gcc", "g++", "ld"):
+        found = shutil.which(tool)
+        if found is None:
+            raise HarnessError(f"{tool} not found on PATH")
+        d = str(Path(found).parent)
+        if d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def base_env(work: Path, cpu_count: int) -> dict[str, str]:
+    return {
+        "HOME": str(work / "home"),
+        "LANG": "C.UTF-8",
+        "CPU_COUNT": str(cpu_count),
+        "CONDA_BUILD": "1",
+        "SHLIB_EXT": ".so",
+        "target_platform": "linux-64",
+        "build_platform": "linux-64",
+    }
+
+
+def script_env(
+    *,
+    work: Path,
+    src_dir: Path,
+    prefix: Path,
+    build_prefix: Path,
+    pkg_name: str,
+    version: str,
+    build_number: int,
+    build_string: str,
+    py_ver: str,
+    variant: Mapping[str, str],
+    extra_keys: Sequence[str],
+    cpu_count: int,
+    recipe_dir: Path = RECIPE_DIR,
+) -> dict[str, str]:
+    """conda-build's environment for one script, and nothing else from the caller."""
+    env = base_env(work, cpu_count)
+    path = [str(prefix / "bin"), str(build_prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"]
+    env.update(
+        {
+            "PATH": os.pathsep.join(dict.fromkeys(path)),
+            "PREFIX": str(prefix),
+            "BUILD_PREFIX": str(build_prefix),
+            "SRC_DIR": str(src_dir),
+            "RECIPE_DIR": str(recipe_dir),
+            "PKG_NAME": pkg_name,
+            "PKG_VERSION": version,
+            "PKG_BUILDNUM": str(build_number),
+            "PKG_BUILD_STRING": build_string,
+            "PY_VER": py_ver,
+            "PYTHON": str(prefix / "bin" / "python"),
+            "SP_DIR": str(prefix / "lib" / f"python{py_ver}" / "site-packages"),
+            "STDLIB_DIR": str(prefix / "lib" / f"python{py_ver}"),
+        }
+    )
+    for key in ("cuda_compiler_version", "blas_impl", "megabuild", "python", *extra_keys):
+        if key in variant:
+            env[key] = str(variant[key])
+    return env
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------------
+
+
+def _spec_parts(spec: str) -> tuple[str, str, str]:
+    parts = spec.split()
+    return parts[0], (parts[1] if len(parts) > 1 else "*"), (parts[2] if len(parts) > 2 else "*")
+
+
+def _matches(spec: str, record: Mapping[str, Any]) -> bool:
+    name, version, build = _spec_parts(spec)
+    return (
+        name == record["name"]
+        and fnmatch.fnmatchcase(str(record["version"]), version)
+        and fnmatch.fnmatchcase(str(record["build"]), build)
+    )
+
+
+def _python_of(host: Sequence[str], variant: Mapping[str, str]) -> str | None:
+    for spec in host:
+        name, version, _ = _spec_parts(spec)
+        if name == "python":
+            if version != "*":
+                return version.split(".*")[0]
+            return str(variant.get("python", "3.12")).split(".*")[0]
+    return None
+
+
+class Runner:
+    def __init__(
+        self,
+        config: Path,
+        work: Path,
+        pythons: Sequence[CPython] | None = None,
+        cpu_count: int | None = None,
+        log: Callable[[str], None] = print,
+        recipe_dir: Path = RECIPE_DIR,
+    ) -> None:
+        self.recipe_dir = Path(recipe_dir).resolve()
+        self.work = work.resolve()
+        self.log = log
+        self.cpu_count = cpu_count or (os.cpu_count() or 2)
+        self.all_pythons = list(pythons) if pythons is not None else find_cpythons()
+        self.src_dir = self.work / "work"
+        self.prefix = self.work / "h_env_placehold"
+        self.build_prefix = self.work / "build_env"
+        self.pkgs = self.work / "pkgs"
+        self.channel = self.work / "channel"
+        self.cache = self.work / "cache"
+        self.logs = self.work / "logs"
+        self.config_in = find_config(str(config))
+        self.notes: list[str] = []
+        self.steps: list[Step] = []
+        self.packages: dict[str, Package] = {}
+        self.stand_ins: dict[str, Package] = {}
+        self.magma: tuple[Package, Package] | None = None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _run_script(self, script: Path, env: Mapping[str, str], log_path: Path) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as fh:
+            proc = subprocess.run(
+                ["bash", "-e", str(script)],
+                cwd=self.src_dir,
+                env=dict(env),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+            )
+        if proc.returncode != 0:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+            raise HarnessError(
+                f"{script.name} ({env['PKG_NAME']}) failed with {proc.returncode}; log {log_path}:\n{tail}"
+            )
+
+    def _magma(self) -> tuple[Package, Package]:
+        if self.magma is None:
+            env = {
+                "PATH": os.pathsep.join([*tool_dirs(), "/usr/bin", "/bin"]),
+                "HOME": str(self.work / "home"),
+            }
+            self.magma = magma_packages(MAGMA_FIXTURE, self.work / "stand-ins", env)
+        return self.magma
+
+    def _host_prefix(
+        self, host: Sequence[str], variant: Mapping[str, str]
+    ) -> tuple[str | None, list[str], list[str]]:
+        """(Re)create ``self.prefix`` with what the harness can provide of ``host``."""
+        py = _python_of(host, variant)
+        provided: list[str] = []
+        ignored: list[str] = []
+        names = [_spec_parts(s)[0] for s in host]
+        if py is not None:
+            cpython = pick_python(py, self.all_pythons)
+            if cpython.short != py:
+                self.notes.append(f"host python {py} not available; using {cpython.short}")
+                py = cpython.short
+            pip_pkgs = list(
+                dict.fromkeys([*ALWAYS_WITH_PYTHON, *(PIP_PROVIDED[n] for n in names if n in PIP_PROVIDED)])
+            )
+            python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.cache / "pip")
+            provided += [f"python {cpython.short} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
+        else:
+            empty_prefix(self.prefix)
+        # Like conda-build's host solve: requested specs, then (transitively) the run
+        # dependencies of what got installed, as far as the harness has those packages.
+        pending = [(spec, True) for spec in host]
+        installed: set[str] = set()
+        while pending:
+            spec, requested = pending.pop(0)
+            name = _spec_parts(spec)[0]
+            if name == "python" or (py is not None and name in PIP_PROVIDED) or name in installed:
+                continue
+            candidates = [p for p in self.packages.values() if _matches(spec, p.record)]
+            if name in MAGMA_NAMES:
+                candidates += [p for p in self._magma() if _matches(spec, p.record)]
+            if not candidates:
+                if requested:
+                    ignored.append(spec)
+                continue
+            best = max(candidates, key=lambda p: int(p.record["build_number"]))
+            install_package_files(best, self.prefix)
+            installed.add(name)
+            provided.append(f"{best.dist} ({'requested' if requested else 'run dependency'})")
+            pending += [(dep, False) for dep in best.record.get("depends", [])]
+        return py, provided, ignored
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        # rattler's package cache is keyed by file name: a kept work dir must not serve packages
+        # of an earlier run under the same names
+        for path in (self.src_dir, self.pkgs, self.channel, self.logs, self.prefix, self.cache / "rattler"):
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif path.exists():
+                shutil.rmtree(path)
+        for path in (self.pkgs, self.channel, self.logs, self.cache, self.work / "home"):
+            path.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(
+            FIXTURE, self.src_dir, ignore=shutil.ignore_patterns("build", "__pycache__", "*.egg-info")
+        )
+        # BUILD_PREFIX: the build env's Python 3.12 for the stdlib-only helpers (python in
+        # the outputs' build requirements); tools come from the caller's cmake/ninja/compilers.
+        build_py = pick_python("3.12", self.all_pythons)
+        python_prefix(build_py, self.build_prefix, ())
+
+    def run(self) -> RunResult:
+        t0 = time.monotonic()
+        self.work.mkdir(parents=True, exist_ok=True)
+        available = [c.short for c in self.all_pythons]
+        config, pys = restrict_pythons(self.config_in, available, self.work / "config.yaml")
+        self.log(f"config {self.config_in.name}: Pythons {', '.join(pys)}")
+        outputs, top, variant = render(config, self.recipe_dir)
+        megabuild = str(variant.get("megabuild", "false")).lower() == "true"
+        built, anomalies, rewrites = plan(outputs, megabuild)
+        for anomaly in anomalies:
+            self.log(f"RENDER ANOMALY: {anomaly}")
+        self.prepare()
+
+        # ---- top level ----
+        top_host = [str(s) for s in (top.get("requirements") or {}).get("host") or []]
+        if not top_host:
+            top_host = ["python 3.12" if megabuild else "python", "numpy", "pip", "setuptools"]
+            self.notes.append(
+                f"top-level host requirements not rendered ({top.get('_error')}); using {top_host}"
+            )
+        version = str((top.get("package") or {}).get("version") or (built[0].version if built else "0"))
+        number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
+        self._step(TOP_LEVEL, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
+
+        # ---- outputs ----
+        for out in built:
+            host = rewrite_specs(out.requirements.get("host") or [], rewrites)
+            if not out.script:
+                self._metapackage(out, rewrites)
+                continue
+            extra = [k for k in ("with_magma",) if out.name == "libtorch-cuda-linalg" and k in out.variant]
+            self._step(out.name, out, self.recipe_dir / out.script, host, out.variant, out.version,
+                       out.build_number, out.build_string, extra, rewrites)  # fmt: skip
+        self._stand_ins(built, rewrites)
+        from tests.harness import channel
+
+        channel.index(self.channel)
+        return RunResult(
+            config=config,
+            work=self.work,
+            src_dir=self.src_dir,
+            prefix=self.prefix,
+            channel=self.channel,
+            outputs=built,
+            packages=self.packages,
+            stand_ins=self.stand_ins,
+            steps=self.steps,
+            notes=self.notes,
+            anomalies=anomalies,
+            pythons={c.short: c for c in self.all_pythons if c.short in pys},
+            seconds=time.monotonic() - t0,
+        )
+
+    def _step(
+        self,
+        name: str,
+        out: Any,
+        script: Path,
+        host: Sequence[str],
+        variant: Mapping[str, str],
+        version: str,
+        number: int,
+        build_string: str,
+        extra_keys: Sequence[str],
+        rewrites: Mapping[str, str] | None = None,
+    ) -> None:
+        t = time.monotonic()
+        py, provided, ignored = self._host_prefix(host, variant)
+        py_ver = py or "3.12"
+        env = script_env(
+            work=self.work,
+            src_dir=self.src_dir,
+            prefix=self.prefix,
+            build_prefix=self.build_prefix,
+            pkg_name=name,
+            version=version,
+            build_number=number,
+            build_string=build_string,
+            py_ver=py_ver,
+            variant=variant,
+            extra_keys=extra_keys,
+            cpu_count=self.cpu_count,
+            recipe_dir=self.recipe_dir,
+        )
+        before = snapshot(self.prefix)
+        log_before = ninja.read_log(self.src_dir / "build")
+        label = f"{name}-{build_string}" if build_string else name
+        host_note = f"host {len(provided)} provided, {len(ignored)} ignored"
+        self.log(f"--> {label}: {script.name} (python {py or '-'}; {host_note})")
+        self._run_script(script, env, self.logs / f"{label}.log")
+        runs = ninja.status_runs((self.logs / f"{label}.log").read_text(errors="replace"))
+        ran = ninja.changed(log_before, ninja.read_log(self.src_dir / "build"))
+        step = Step(name, None, 0.0, self.logs / f"{label}.log", runs, ran, provided, ignored, py)
+        if out is not None:
+            new = sorted(snapshot(self.prefix) - before)
+            record = {
+                "name": out.name,
+                "version": out.version,
+                "build": out.build_string,
+                "build_number": out.build_number,
+                "depends": rewrite_specs(out.depends, rewrites or {}),
+                "constrains": rewrite_specs(out.constrains, rewrites or {}),
+                "subdir": out.subdir,
+                "license": "BSD-3-Clause",
+            }
+            pkg = package_from_prefix(
+                record, self.prefix, new, self.pkgs / f"{out.name}-{out.version}-{out.build_string}"
+            )
+            build_conda(pkg, self.channel)
+            self.packages[pkg.dist] = pkg
+            step.dist = pkg.dist
+        step.seconds = time.monotonic() - t
+        self.steps.append(step)
+        per_run = " + ".join(str(len(r)) for r in runs) or "0"
+        self.log(f"    {step.seconds:.1f}s; ninja edges: {len(ran)} ({per_run} per ninja run)")
+
+    def _metapackage(self, out: Any, rewrites: Mapping[str, str]) -> None:
+        record = {
+            "name": out.name,
+            "version": out.version,
+            "build": out.build_string,
+            "build_number": out.build_number,
+            "depends": rewrite_specs(out.depends, rewrites),
+            "constrains": rewrite_specs(out.constrains, rewrites),
+            "subdir": out.subdir,
+            "license": "BSD-3-Clause",
+        }
+        pkg = package_from_prefix(
+            record, self.prefix, [], self.pkgs / f"{out.name}-{out.version}-{out.build_string}"
+        )
+        build_conda(pkg, self.channel)
+        self.packages[pkg.dist] = pkg
+        self.steps.append(Step(out.name, pkg.dist, 0.0, Path(), [], [], [], [], None))
+        self.log(f"--> {pkg.dist}: metapackage (no script)")
+
+    def _stand_ins(self, built: Sequence[Any], rewrites: Mapping[str, str]) -> None:
+        """python/numpy per Python, libmagma(-devel), and empty packages for every other dependency."""
+        from feedstock.channel import stand_in_records
+
+        stand_dir = self.work / "stand-ins"
+        real: list[Package] = []
+        for cpython in self.all_pythons:
+            real.append(python_package(cpython, stand_dir))
+            real.append(numpy_package(cpython, stand_dir, self.cache / "pip"))
+        real += list(self._magma())
+        records = [p.record for p in self.packages.values()]
+        real_keys = {(p.name, p.record.get("version")) for p in real}
+        for rec in stand_in_records(records, "linux-64"):
+            name = rec["name"]
+            if name in ("python", "numpy", *MAGMA_NAMES):
+                continue  # real ones below
+            pkg = empty_package(rec, stand_dir)
+            build_conda(pkg, self.channel)
+            self.stand_ins[pkg.dist] = pkg
+        for pkg in real:
+            build_conda(pkg, self.channel, about={"summary": f"{pkg.name} stand-in built from this machine"})
+            self.stand_ins[pkg.dist] = pkg
+        _ = real_keys
+
+
+def run_config(
+    config: str | Path,
+    work: Path,
+    pythons: Sequence[CPython] | None = None,
+    cpu_count: int | None = None,
+    log: Callable[[str], None] = print,
+    recipe_dir: Path = RECIPE_DIR,
+) -> RunResult:
+    """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only."""
+    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir).run()

@@ -1,0 +1,133 @@
+"""Which Ninja edges a build step re-ran.
+
+Two sources, both Ninja's own records:
+
+* ``.ninja_log`` (``start<TAB>end<TAB>mtime<TAB>output<TAB>hash``): Ninja may recompact it (one line
+  per output, any order), so a step's edges are the outputs whose entry changed between snapshots
+  taken before and after the step.
+* the ``[k/N] <description>`` status lines in a script's log: they separate the ninja runs *within*
+  one script (the top level runs the full build and then the USE_MAGMA pass). CMake's descriptions
+  name the output: ``Building CXX object <obj>``, ``Linking CXX shared library <lib>``,
+  ``Linking CXX executable <exe>``; ``Re-running CMake...`` regenerates ``build.ninja``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+_OBJ = re.compile(r"CMakeFiles/(?P<target>[^/]+)\.dir/")
+_LIB = re.compile(r"(?:^|/)lib(?P<target>[A-Za-z0-9_]+)\.so(?:\.[0-9.]+)?$")
+_EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
+_STATUS = re.compile(r"^\s*\[(?P<k>\d+)/(?P<n>\d+)\] (?P<desc>.*)$")
+_DESC = re.compile(
+    r"^(?:Building (?:CXX|C) object|Linking (?:CXX|C) (?:shared library|executable)) (?P<out>\S+)"
+)
+
+LogEntry = tuple[str, str, str, str]  # start, end, mtime, hash
+
+
+def read_log(build_dir: Path) -> dict[str, LogEntry]:
+    """``.ninja_log`` as output -> latest entry."""
+    path = Path(build_dir) / ".ninja_log"
+    entries: dict[str, LogEntry] = {}
+    if not path.exists():
+        return entries
+    for line in path.read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        start, end, mtime, output, cmd_hash = line.split("\t")
+        entries[output] = (start, end, mtime, cmd_hash)
+    return entries
+
+
+def changed(before: Mapping[str, LogEntry], after: Mapping[str, LogEntry]) -> list[str]:
+    """Outputs whose edge ran between two ``read_log`` snapshots."""
+    return sorted(out for out, entry in after.items() if before.get(out) != entry)
+
+
+def status_runs(log_text: str) -> list[list[str]]:
+    """Outputs of the edges each ninja run in a script log reported, one list per run."""
+    runs: list[list[str]] = []
+    last_k: int | None = None
+    for line in log_text.splitlines():
+        m = _STATUS.match(line)
+        if not m:
+            continue
+        k, desc = int(m["k"]), m["desc"]
+        if last_k is None or k <= last_k:  # the counter restarts with every ninja run
+            runs.append([])
+        last_k = k
+        if desc.startswith("Re-running CMake"):
+            runs[-1].append("build.ninja")
+            continue
+        d = _DESC.match(desc)
+        runs[-1].append(d["out"] if d else desc)
+    return [r for r in runs if r]
+
+
+def kind(output: str) -> str:
+    if output.endswith(".o"):
+        return "compile"
+    if _LIB.search(output) or _EXE.match(output):
+        return "link"
+    return "other"
+
+
+def target(output: str) -> str:
+    """CMake target an output belongs to (``torch_cpu``), ``build.ninja`` for the regeneration."""
+    m = _OBJ.search(output) or _LIB.search(output) or _EXE.match(output)
+    return m["target"] if m else output
+
+
+def by_target(outputs: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for out in outputs:
+        counts[target(out)] = counts.get(target(out), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def summary(outputs: Iterable[str]) -> dict[str, int]:
+    counts = {"compile": 0, "link": 0, "other": 0}
+    for out in outputs:
+        counts[kind(out)] += 1
+    return counts
+
+
+def deps(build_dir: Path) -> dict[str, set[str]]:
+    """``ninja -t deps``: object file -> headers it was compiled with."""
+    out = subprocess.run(
+        ["ninja", "-C", str(build_dir), "-t", "deps"], capture_output=True, text=True, check=True
+    ).stdout
+    result: dict[str, set[str]] = {}
+    current: str | None = None
+    for line in out.splitlines():
+        if not line.strip():
+            current = None
+        elif not line.startswith(" ") and ":" in line:
+            current = line.split(":", 1)[0]
+            result[current] = set()
+        elif current is not None:
+            result[current].add(line.strip())
+    return result
+
+
+def objects_including(build_dir: Path, header_suffix: str) -> set[str]:
+    """Object files whose recorded header dependencies include a path ending in ``header_suffix``."""
+    return {
+        obj for obj, headers in deps(build_dir).items() if any(h.endswith(header_suffix) for h in headers)
+    }
+
+
+def all_edges(build_dir: Path) -> list[str]:
+    """Every output of the build graph that an edge produces (``ninja -t targets all``)."""
+    out = subprocess.run(
+        ["ninja", "-C", str(build_dir), "-t", "targets", "all"], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        line.split(":")[0]
+        for line in out.splitlines()
+        if line and not line.split(": ")[-1].startswith("phony")
+    ]

@@ -1,0 +1,117 @@
+"""conda-like prefixes for the harness, and the file snapshots that decide package contents."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tests.support.pythons import CPython, find_cpythons, make_conda_like_prefix
+
+
+def pick_python(version: str, pythons: Sequence[CPython] | None = None) -> CPython:
+    """The CPython ``X.Y`` here, or the closest available minor version."""
+    pythons = list(pythons) if pythons is not None else find_cpythons()
+    if not pythons:
+        raise RuntimeError("no CPython >= 3.10 found (see tests/support/pythons.py)")
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return min(
+        pythons, key=lambda c: (abs(c.version[1] - minor) + 100 * abs(c.version[0] - major), c.version)
+    )
+
+
+def relocate_sysconfigdata(cpython: CPython, prefix: Path) -> None:
+    """Rewrite ``_sysconfigdata_*.py`` so ``INCLUDEPY`` & co. point into ``prefix``.
+
+    conda relocates these values when it installs python; make_conda_like_prefix symlinks the
+    original module, so FindPython would find the headers of the original install (and a
+    Python-version swap of the CMake cache would point at a directory that does not exist).
+    """
+    stdlib = prefix / "lib" / f"python{cpython.short}"
+    for link in stdlib.glob("_sysconfigdata_*.py"):
+        original = link.resolve()
+        text = original.read_text()
+        link.unlink()
+        link.write_text(text.replace(str(cpython.root), str(prefix)))
+
+
+# Installed separately from make_conda_like_prefix, which verifies its packages by importing each
+# distribution name in one process: pyyaml imports as ``yaml``, and on Python < 3.12 importing
+# setuptools after pip (which loaded the stdlib distutils) trips setuptools' distutils hack.
+IMPORT_NAME_DIFFERS = {"pyyaml", "setuptools"}
+
+
+def python_prefix(
+    cpython: CPython, prefix: Path, packages: Sequence[str] = (), cache_dir: Path | None = None
+) -> Path:
+    direct = [p for p in packages if p.lower() not in IMPORT_NAME_DIFFERS]
+    others = [p for p in packages if p.lower() in IMPORT_NAME_DIFFERS]
+    make_conda_like_prefix(cpython, prefix, packages=tuple(direct), cache_dir=cache_dir)
+    relocate_sysconfigdata(cpython, prefix)
+    site_packages = prefix / "lib" / f"python{cpython.short}" / "site-packages"
+    if others:
+        pip_install_target(cpython.short, site_packages, others, cache_dir)
+    if packages:
+        # conda packages ship their bytecode; without this, running pip in the prefix would
+        # write __pycache__ files that look new to the package-contents snapshot.
+        subprocess.run(
+            [str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j0", str(site_packages)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    return prefix
+
+
+def pip_install_target(
+    short: str, target: Path, packages: Sequence[str], cache_dir: Path | None = None
+) -> None:
+    """``pip install --target`` binary wheels for Python ``short`` (no deps, no bytecode)."""
+    cmd = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+        "--target", str(target), "--python-version", short, "--implementation", "cp",
+        "--only-binary=:all:", "--no-deps", *packages,
+    ]  # fmt: skip
+    if cache_dir is not None:
+        cmd += ["--cache-dir", str(cache_dir)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(packages)} for Python {short} failed:\n{out.stderr}")
+
+
+def empty_prefix(prefix: Path) -> Path:
+    if prefix.is_symlink() or prefix.is_file():
+        prefix.unlink()
+    elif prefix.exists():
+        shutil.rmtree(prefix)
+    for sub in ("bin", "lib", "include"):
+        (prefix / sub).mkdir(parents=True)
+    return prefix
+
+
+def snapshot(prefix: Path) -> set[str]:
+    """Relative paths of every file and symlink under ``prefix`` (directories are not files)."""
+    found: set[str] = set()
+    for root, dirs, files in os.walk(prefix):
+        rel_root = os.path.relpath(root, prefix)
+        for name in files:
+            found.add(os.path.normpath(os.path.join(rel_root, name)))
+        for name in list(dirs):
+            if os.path.islink(os.path.join(root, name)):
+                found.add(os.path.normpath(os.path.join(rel_root, name)))
+                dirs.remove(name)
+    return found
+
+
+def copy_tree_files(src_root: Path, files: Sequence[str], dst_root: Path) -> None:
+    """Copy ``files`` (relative) from ``src_root`` to ``dst_root``, keeping symlinks as symlinks."""
+    for rel in files:
+        src, dst = src_root / rel, dst_root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            if dst.is_symlink() or dst.exists():
+                dst.unlink()
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)

@@ -1,0 +1,288 @@
+"""End-to-end megabuild of the miniature PyTorch-shaped fixture through the real recipe scripts.
+
+One module-scoped run (``tests/harness``) of a CUDA-like megabuild config: the real
+``recipe/build.sh`` builds ``tests/fixture/minitorch`` with real CMake/Ninja/compilers, every
+output's real script runs in a fresh conda-like host prefix, real ``.conda`` files are indexed
+into a local channel, and py-rattler solves and installs ``pytorch`` for each Python.
+
+Environment knobs: ``MEGABUILD_E2E_PYTHONS`` (comma-separated minor versions, default: 3.12 plus
+the newest other one), ``MEGABUILD_E2E_KEEP`` (keep the work dir there instead of a temp dir),
+``MEGABUILD_E2E_RECIPE_DIR`` (debugging only: run a patched copy of ``recipe/`` instead of the
+real one; the run says so loudly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import channel, ninja
+from tests.harness.conda_build import HarnessError, RunResult, find_config, run_config
+from tests.harness.elf import dynamic_info
+from tests.harness.packaging import Package
+from tests.support.pythons import CPython, find_cpythons
+
+pytestmark = pytest.mark.slow
+
+LINALG = "lib/libtorch_cuda_linalg.so"
+MEGABUILD_PYTHON = "3.12"  # the top-level host Python (recipe/build.sh)
+CUDA_CONFIG_H = "ATen/cuda/CUDAConfig.h"
+# Targets that must never rebuild for USE_MAGMA or for another Python.
+CORE_TARGETS = {
+    "c10",
+    "c10_cuda",
+    "torch_cpu",
+    "shm",
+    "torch_shm_manager",
+    "torch_global_deps",
+    "caffe2_nvrtc",
+}
+
+
+def _pythons() -> list[CPython]:
+    found = {c.short: c for c in find_cpythons()}
+    wanted = os.environ.get("MEGABUILD_E2E_PYTHONS")
+    if wanted:
+        return [found[v] for v in wanted.split(",") if v in found]
+    others = [v for v in found if v != "3.12"]
+    chosen = (["3.12"] if "3.12" in found else []) + others[-1:]
+    return [found[v] for v in chosen]
+
+
+def _cuda_config() -> Path:
+    for name in ("cuda_compiler_version12.6", "linux_64_cuda12.6"):
+        try:
+            return find_config(name)
+        except HarnessError:
+            continue
+    pytest.skip("no CUDA megabuild config found")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
+    for tool in ("cmake", "ninja", "g++", "gcc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not on PATH")
+    pytest.importorskip("rattler")
+    pytest.importorskip("conda_package_handling")
+    pythons = _pythons()
+    if len(pythons) < 2:
+        pytest.skip(f"needs two CPythons >= 3.10, found {[c.short for c in pythons]}")
+    keep = os.environ.get("MEGABUILD_E2E_KEEP")
+    work = Path(keep) if keep else tmp_path_factory.mktemp("e2e")
+    extra = {}
+    if os.environ.get("MEGABUILD_E2E_RECIPE_DIR"):
+        extra["recipe_dir"] = Path(os.environ["MEGABUILD_E2E_RECIPE_DIR"])
+        print(f"\nWARNING: running the recipe copy in {extra['recipe_dir']}, not recipe/")
+    t0 = time.monotonic()
+    result = run_config(_cuda_config(), work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
+    print(f"\nend-to-end run: {time.monotonic() - t0:.0f}s in {work}")
+    yield result
+
+
+def _files(run: RunResult, name: str, marker: str = "") -> list[str]:
+    pkgs = [p for p in run.packages_named(name) if marker in p.record["build"]]
+    assert len(pkgs) == 1, [p.dist for p in pkgs]
+    return pkgs[0].files
+
+
+def _pkg_root(run: RunResult, name: str, marker: str = "") -> Path:
+    (pkg,) = [p for p in run.packages_named(name) if marker in p.record["build"]]
+    return pkg.root
+
+
+# ------------------------------------------------------------------------------------------------
+# packages
+# ------------------------------------------------------------------------------------------------
+
+
+def test_render_builds_libtorch_once(run: RunResult) -> None:
+    """A megabuild renders one libtorch, one linalg per with_magma, one pytorch per Python."""
+    assert not run.anomalies, "render anomalies (the harness collapsed them to keep going):\n" + "\n".join(
+        run.anomalies
+    )
+
+
+def test_packages_produced(run: RunResult) -> None:
+    names = sorted(p.dist for p in run.packages.values())
+    print("\n" + "\n".join(names))
+    linalg = run.packages_named("libtorch-cuda-linalg")
+    assert sorted("_nomagma_" in p.record["build"] for p in linalg) == [False, True], names
+    assert len(run.packages_named("libtorch")) == 1, names
+    pytorch = run.packages_named("pytorch")
+    assert sorted(p.record["build"].split("_")[2] for p in pytorch) == sorted(
+        "py" + v.replace(".", "") for v in run.pythons
+    ), names
+    assert len(run.packages_named("pytorch-gpu")) == 1, names
+    assert len(run.packages) == 2 + 1 + len(run.pythons) + 1, names
+    for pkg in run.packages.values():
+        assert pkg.conda_file is not None and pkg.conda_file.stat().st_size > 0
+
+
+def test_no_file_in_two_packages(run: RunResult) -> None:
+    """No path is shipped by two packages that can be installed together.
+
+    Builds of the same name are alternatives (one pytorch per Python, the two linalg variants),
+    so they may share paths; packages of different names must not.
+    """
+    owner: dict[str, Package] = {}
+    clashes: list[str] = []
+    for pkg in run.packages.values():
+        for f in set(pkg.files):
+            other = owner.setdefault(f, pkg)
+            if other.name != pkg.name:
+                clashes.append(f"{f}: {other.dist} and {pkg.dist}")
+    assert not clashes, "\n".join(clashes[:20])
+    for pkg in run.packages_named("libtorch-cuda-linalg"):
+        assert pkg.files == [LINALG], pkg.files
+    assert all(p.files for p in run.packages_named("pytorch"))
+
+
+def test_linalg_variants_differ_and_nomagma_does_not_link_libmagma(run: RunResult) -> None:
+    magma = _pkg_root(run, "libtorch-cuda-linalg", "_magma_") / LINALG
+    nomagma = _pkg_root(run, "libtorch-cuda-linalg", "_nomagma_") / LINALG
+    assert magma.read_bytes() != nomagma.read_bytes()
+    magma_needed = dynamic_info(magma).needed
+    nomagma_needed = dynamic_info(nomagma).needed
+    print(f"\nDT_NEEDED magma:   {magma_needed}\nDT_NEEDED nomagma: {nomagma_needed}")
+    assert any(n.startswith("libmagma.so") for n in magma_needed)
+    assert not any("magma" in n for n in nomagma_needed)
+
+
+def test_pytorch_packages_carry_only_their_own_python(run: RunResult) -> None:
+    for pkg in run.packages_named("pytorch"):
+        tag = pkg.record["build"].split("_")[2][2:]  # py311 -> 311
+        foreign = [f for f in pkg.files if ".cpython-3" in f and f".cpython-{tag}" not in f]
+        assert not foreign, (pkg.dist, foreign[:5])
+        assert not any(f.startswith("lib/python") and f"python{tag[0]}.{tag[1:]}" not in f for f in pkg.files)
+
+
+# ------------------------------------------------------------------------------------------------
+# rebuild accounting (.ninja_log and ninja's status lines)
+# ------------------------------------------------------------------------------------------------
+
+
+def _build_dir(run: RunResult) -> Path:
+    return run.src_dir / "build"
+
+
+def test_magma_pass_reruns_only_what_includes_the_cuda_config_header(run: RunResult) -> None:
+    top = run.step("libtorch-split")
+    assert len(top.ninja_runs) == 2, [len(r) for r in top.ninja_runs]
+    full, magma = top.ninja_runs
+    all_objs = {o for o in full if ninja.kind(o) == "compile"}
+    expected = ninja.objects_including(_build_dir(run), CUDA_CONFIG_H)
+    rebuilt = {o for o in magma if ninja.kind(o) == "compile"}
+    print(
+        f"\nfull build: {len(full)} edges {ninja.summary(full)}"
+        f"\nUSE_MAGMA pass: {len(magma)} edges {ninja.by_target(magma)}"
+    )
+    # the compiles are exactly the objects that see AT_MAGMA_ENABLED (+ empty.cpp, rewritten by
+    # every CMake run, as in PyTorch)
+    assert expected, "no object includes the generated CUDA config header"
+    assert rebuilt - expected == {
+        o for o in rebuilt if ninja.target(o) == "torch" and o.endswith("empty.cpp.o")
+    }
+    assert expected <= rebuilt
+    assert not CORE_TARGETS & set(ninja.by_target(magma)), ninja.by_target(magma)
+    assert {"torch_cuda_linalg", "torch_cuda"} <= set(ninja.by_target(magma))
+    assert len(rebuilt) < len(all_objs) / 3
+
+
+def test_magma_pass_hooks_library_does_not_leak_into_libtorch(run: RunResult) -> None:
+    shipped = _pkg_root(run, "libtorch") / "lib/libtorch_cuda.so"
+    magma_pass = _build_dir(run) / "lib/libtorch_cuda.so"
+    assert shipped.is_file() and magma_pass.is_file()
+    assert shipped.read_bytes() != magma_pass.read_bytes(), (
+        "libtorch ships the hooks library of the magma pass"
+    )
+
+
+def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
+    full = run.step("libtorch-split").ninja_runs[0]
+    python_objs = ninja.objects_including(_build_dir(run), "/Python.h")
+    assert python_objs and {ninja.target(o) for o in python_objs} == {"torch_python"}
+    lines = [f"\nfull build: {len(full)} ninja edges"]
+    for py in run.pythons:
+        step = run.step("pytorch", py)
+        ran = step.ninja_changed
+        lines.append(f"python {py}: {len(ran)} ninja edges {ninja.by_target(ran)} + torch._C (setuptools)")
+        compiled = {o for o in ran if ninja.kind(o) == "compile"}
+        if py != MEGABUILD_PYTHON:  # its cache is the saved one: nothing Python-specific changes
+            assert python_objs <= compiled, f"{py}: torch_python did not recompile"
+        assert compiled - python_objs <= {o for o in compiled if o.endswith("empty.cpp.o")}, compiled
+        assert not CORE_TARGETS & set(ninja.by_target(ran)), ninja.by_target(ran)
+        assert not {"torch_cuda_linalg", "torch_cuda"} & set(ninja.by_target(ran)), ninja.by_target(ran)
+        tag = py.replace(".", "")
+        ext = list((run.src_dir / "build").glob(f"lib.*-cpython-{tag}/torch/_C.cpython-{tag}-*.so"))
+        assert ext, f"torch._C was not built for Python {py}"
+        assert len(ran) < len(full) / 2
+    print("\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------------
+# solve, install, import
+# ------------------------------------------------------------------------------------------------
+
+IMPORT_CHECK = (
+    "import json, torch\n"
+    "print(json.dumps({'version': torch.__version__, 'cuda': torch.cuda, 'file': torch.__file__,\n"
+    "  'has_magma': torch.has_magma(), 'compiled_with_magma': torch._C._compiled_with_magma(),\n"
+    "  'linalg': torch._C._linalg_library(), 'sum': torch.ones_sum(3),\n"
+    "  'numpy': torch.ones_numpy(2).tolist(), 'py': torch._C._compiled_python()}))\n"
+)
+
+
+def _install(run: RunResult, specs: list[str], name: str) -> tuple[Path, dict[str, str], dict]:
+    prefix = run.work / "envs" / name
+    solved = channel.create_env(
+        run.channel, specs, prefix, run.work / "cache" / "rattler", {"__cuda": "12.6"}
+    )
+    proc = channel.run_in_env(prefix, IMPORT_CHECK, run.work / "home")
+    assert proc.returncode == 0, f"{specs}: import failed\n{proc.stdout}\n{proc.stderr}"
+    return prefix, solved, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
+    py = sorted(run.pythons)[index]
+    prefix, solved, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
+    print(f"\npython {py}: {json.dumps(solved, sort_keys=True)}\n{info}")
+    assert info["version"] == "2.13.0" and info["py"].startswith(py)
+    assert info["sum"] == 6.0 and info["numpy"] == [1.0, 1.0]
+    assert Path(info["file"]).is_relative_to(prefix)
+    # the solver prefers the magma variant (+50); MAGMA support comes from the installed library
+    assert "_magma_" in solved["libtorch-cuda-linalg"] and "libmagma" in solved
+    assert info["has_magma"] is True
+    assert info["compiled_with_magma"] is False  # libtorch_cuda is the nomagma pass's
+    assert Path(info["linalg"]).resolve().is_relative_to(prefix.resolve())
+
+
+def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:
+    py = sorted(run.pythons)[0]
+    specs = ["pytorch", f"python {py}.*", "libtorch-cuda-linalg * *nomagma*"]
+    prefix, solved, info = _install(run, specs, "nomagma")
+    print(f"\nnomagma: {json.dumps(solved, sort_keys=True)}\n{info}")
+    assert "_nomagma_" in solved["libtorch-cuda-linalg"]
+    assert "libmagma" not in solved
+    assert not list((prefix / "lib").glob("libmagma*"))
+    assert info["has_magma"] is False
+
+
+def test_metapackage_installs_for_every_python(run: RunResult) -> None:
+    for py in run.pythons:
+        solved = channel.dists(
+            channel.solve(run.channel, ["pytorch-gpu", f"python {py}.*"], {"__cuda": "12.6"})
+        )
+        assert f"_py{py.replace('.', '')}_" in solved["pytorch"], solved
+
+
+def test_cpu_machine_gets_no_cuda_pytorch(run: RunResult) -> None:
+    with pytest.raises(Exception, match=r"(?i)cuda|cannot|unsat|no candidates|nothing provides"):
+        channel.solve(run.channel, ["pytorch-gpu"], {})
