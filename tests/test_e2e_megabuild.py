@@ -163,6 +163,20 @@ def test_pytorch_packages_carry_only_their_own_python(run: RunResult) -> None:
         assert not any(f.startswith("lib/python") and f"python{tag[0]}.{tag[1:]}" not in f for f in pkg.files)
 
 
+def test_no_runpath_points_into_the_build_machine(run: RunResult) -> None:
+    """After conda-build-style RPATH fixing, every RUNPATH entry is $ORIGIN-relative."""
+    bad = []
+    for pkg in run.packages.values():
+        for rel in pkg.files:
+            path = pkg.root / rel
+            if path.is_symlink() or not path.is_file() or path.read_bytes()[:4] != b"\x7fELF":
+                continue
+            bad += [
+                f"{pkg.dist}: {rel}: {e}" for e in dynamic_info(path).runpath if not e.startswith("$ORIGIN")
+            ]
+    assert not bad, "\n".join(bad)
+
+
 # ------------------------------------------------------------------------------------------------
 # rebuild accounting (.ninja_log and ninja's status lines)
 # ------------------------------------------------------------------------------------------------

