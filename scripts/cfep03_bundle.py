@@ -238,6 +238,14 @@ def upload_commands(report: Report, channel: str, label: str) -> list[str]:
     return lines
 
 
+def shown(path: Path, root: Path) -> str:
+    """``path`` relative to the feedstock when it is inside it."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
@@ -271,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = render_expected(root, names)
 
     report = compare(expected, scan_artifacts(artifacts))
-    print(f"expected {len(expected)} package(s) from {len(names)} config(s) in {artifacts}")
+    print(f"expected {len(expected)} package(s) from {len(names)} config(s) in {shown(artifacts, root)}")
     print(f"  present:    {len(report.matched)}")
     print(f"  missing:    {len(report.missing)}")
     for exp in report.missing:
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
     written = write_bundle(artifacts, report, ns.channel, ns.label)
     for what, path in written.items():
-        print(f"wrote {what}: {path}")
+        print(f"wrote {what}: {shown(path, root)}")
     if not report.complete:
         print("INCOMPLETE: build the missing configs (scripts/build_all.py) before uploading")
         return 1
