@@ -206,19 +206,44 @@ def upstream_rows(src: Path) -> list[Row]:
 # -- this feedstock ------------------------------------------------------------------------------
 
 _META_REQ = re.compile(r"^\s*-\s+([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\s+([^#\s][^#]*?))?\s*(?:#.*)?$")
+_JINJA_SET = re.compile(r"""\{%-?\s*set\s+(\w+)\s*=\s*["']([^"']*)["']\s*-?%\}""")
+
+
+def requirement_lines(meta_text: str) -> list[str]:
+    """The lines inside ``requirements:`` blocks (top level and per output)."""
+    lines, block_indent = [], None
+    for line in meta_text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "{%")):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if block_indent is not None and indent <= block_indent and not stripped.startswith("- "):
+            block_indent = None
+        if re.match(r"^(- )?requirements:\s*$", stripped):
+            block_indent = indent
+            continue
+        if block_indent is not None:
+            lines.append(line)
+    return lines
 
 
 def recipe_specs(feedstock: Path) -> dict[str, list[str]]:
-    """name -> version specs in recipe/meta.yaml requirement lists (jinja kept verbatim)."""
+    """name -> version specs in recipe/meta.yaml requirement lists (``{% set %}`` values filled in)."""
     meta = feedstock / "recipe" / "meta.yaml"
     specs: dict[str, list[str]] = {}
     if not meta.is_file():
         return specs
-    for line in meta.read_text().splitlines():
+    text = meta.read_text()
+    variables = dict(_JINJA_SET.findall(text))
+    for line in requirement_lines(text):
         m = _META_REQ.match(line)
-        if not m or "{{" in m.group(1):
+        if not m:
             continue
-        spec = (m.group(2) or "").strip()
+        spec = re.sub(
+            r"\{\{\s*(\w+)\s*\}\}",
+            lambda v: variables.get(v.group(1), v.group(0)),
+            (m.group(2) or "").strip(),
+        )
         if spec and spec not in specs.setdefault(norm(m.group(1)), []):
             specs[norm(m.group(1))].append(spec)
     return specs

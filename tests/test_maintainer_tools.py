@@ -320,8 +320,11 @@ def fake_feedstock(tmp_path: Path) -> Path:
     fs = tmp_path / "feedstock"
     (fs / "recipe").mkdir(parents=True)
     (fs / "recipe" / "meta.yaml").write_text(
+        '{% set triton = "3.7.1" %}\n'
         "requirements:\n  host:\n    - libprotobuf\n    - mkl-devel {{ mkl }}  # [blas_impl == 'mkl']\n"
-        "    - sleef >=3.8\n  run:\n    - sympy >=1.13.3\n    - triton 3.7.1  # [linux]\n"
+        "    - sleef >=3.8\n  run:\n    - sympy >=1.13.3\n    - triton {{ triton }}  # [linux]\n"
+        "test:\n  commands:\n    - cmake -S cmake_test -B build\n"
+        "outputs:\n  - name: pytorch\n    requirements:\n      run:\n        - networkx >=3\n"
     )
     (fs / ".ci_support").mkdir()
     (fs / ".ci_support" / "linux_64_.yaml").write_text(
@@ -369,7 +372,10 @@ def test_upstream_versions_from_a_git_checkout(pytorch_checkout: Path, tmp_path:
     assert rows[("sympy", "requirements.txt")]["upstream"] == ">=1.13.3"
     assert rows[("sympy", "requirements.txt")]["recipe"] == ">=1.13.3"
     assert rows[("numpy", "requirements.txt")]["upstream"] == "(any)"
-    assert rows[("networkx", "pyproject.toml [project] dependencies")]["upstream"] == ">=2.5.1"
+    networkx = rows[("networkx", "pyproject.toml [project] dependencies")]
+    assert networkx["upstream"] == ">=2.5.1" and networkx["recipe"] == ">=3"  # from an output's block
+    cmake = rows[("cmake", "pyproject.toml [build-system] requires")]
+    assert cmake["recipe"] == ""  # `- cmake -S ...` under test/commands is not a requirement
     assert rows[("setuptools", "pyproject.toml [build-system] requires")]["upstream"] == ">=70.1.0"
 
 
