@@ -217,7 +217,7 @@ def requirement_lines(meta_text: str) -> list[str]:
         if not stripped or stripped.startswith(("#", "{%")):
             continue
         indent = len(line) - len(line.lstrip())
-        if block_indent is not None and indent <= block_indent and not stripped.startswith("- "):
+        if block_indent is not None and indent <= block_indent:
             block_indent = None
         if re.match(r"^(- )?requirements:\s*$", stripped):
             block_indent = indent
