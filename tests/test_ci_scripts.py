@@ -125,6 +125,22 @@ def test_one_matrix_entry_per_config(matrix, configs) -> None:
     assert not any("magma" in n for n in names), "with_magma must not split CI jobs"
 
 
+def test_workflow_and_ci_support_are_committed_together(repo_root: Path) -> None:
+    """A workflow listing configs that .ci_support lacks (or the reverse) is a half-committed rerender."""
+    path = repo_root / ".github" / "workflows" / "conda-build.yml"
+    listed = set()
+    if path.is_file():
+        listed = {
+            e["CONFIG"]
+            for e in yaml.safe_load(path.read_text())["jobs"]["build"]["strategy"]["matrix"]["include"]
+        }
+    present = {p.stem for p in (repo_root / ".ci_support").glob("*.yaml")}
+    assert sorted(listed - present) == [], "in the workflow matrix but not in .ci_support/"
+    assert sorted(p for p in present - listed if p.startswith(("linux_", "osx_"))) == [], (
+        "in .ci_support/ but not in the workflow matrix"
+    )
+
+
 def test_matrix_entries_match_their_configs(matrix, configs, forge) -> None:
     store = bool((forge.get("github_actions") or {}).get("store_build_artifacts"))
     for entry in matrix:
