@@ -245,7 +245,7 @@ def magma_packages(source_dir: Path, work: Path, env: Mapping[str, str]) -> tupl
         ["cmake", "--install", str(build)], check=True, capture_output=True, text=True, env=run_env
     )
     files = sorted(snapshot(install))
-    runtime = [f for f in files if f.startswith("lib/libmagma.so.")]
+    runtime = [f for f in files if f.startswith("lib/libmagma.so")]
     devel = [f for f in files if f not in runtime]
     version = "2.9.0"
     lib = Package(
