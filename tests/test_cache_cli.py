@@ -98,7 +98,7 @@ def test_failures_are_one_line_and_leave_the_file_alone(
     before = snapshot(cache)
     # the cache path goes where each subcommand expects it
     if args[0] == "set":
-        proc = run("set", cache, *args[1:])
+        proc = run("set", *args[1:], cache)
     elif args[0] in ("show", "restore"):
         proc = run(args[0], cache, *args[1:])
     else:
@@ -119,7 +119,7 @@ def test_failures_are_one_line_and_leave_the_file_alone(
 def test_bad_files(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "CMakeCache.txt"
     path.write_bytes(content)
-    for args in (("swap-python", "--from", "3.11", "--to", "3.12", path), ("set", path, "USE_MAGMA=ON")):
+    for args in (("swap-python", "--from", "3.11", "--to", "3.12", path), ("set", "USE_MAGMA=ON", path)):
         assert_one_line_error(run(*args), message)
         assert path.read_bytes() == content
     assert_one_line_error(run("show", tmp_path / "missing.txt"), "no such file")
@@ -133,17 +133,17 @@ def test_usage_errors_exit_2(cache: Path) -> None:
 
 def test_set_and_dry_run(cache: Path) -> None:
     before = snapshot(cache)
-    proc = run("set", "--dry-run", cache, "USE_MAGMA=ON")
+    proc = run("set", "--dry-run", "USE_MAGMA=ON", cache)
     assert proc.returncode == 0 and "USE_MAGMA: OFF -> ON" in proc.stdout
     assert snapshot(cache) == before
-    proc = run("set", cache, "USE_MAGMA=ON")
+    proc = run("set", "USE_MAGMA=ON", cache)
     assert proc.returncode == 0
     assert "USE_MAGMA:BOOL=ON\n" in cache.read_text()
     assert cache.stat().st_mode & 0o777 == 0o640
-    proc = run("set", cache, "USE_MAGMA=ON")
+    proc = run("set", "USE_MAGMA=ON", cache)
     assert proc.stdout.strip() == "set: nothing to change"
-    assert_one_line_error(run("set", cache, "NEW_OPT=1"), "--create")
-    assert run("set", "--create", "--type", "BOOL", cache, "NEW_OPT=1").returncode == 0
+    assert_one_line_error(run("set", "NEW_OPT=1", cache), "--create")
+    assert run("set", "--create", "--type", "BOOL", "NEW_OPT=1", cache).returncode == 0
     assert CacheFile.parse(cache.read_text()).as_dict()["NEW_OPT"].type == "BOOL"
 
 
@@ -151,7 +151,7 @@ def test_save_first_wins_and_restore_with_swap_is_atomic(cache: Path) -> None:
     orig = cache.with_name("CMakeCache.txt.orig")
     assert run("save", cache).returncode == 0
     assert orig.read_text() == SMALL and orig.stat().st_mode & 0o777 == 0o640
-    run("set", cache, "USE_MAGMA=ON")
+    run("set", "USE_MAGMA=ON", cache)
     proc = run("save", cache)
     assert proc.returncode == 0 and "already exists" in proc.stdout
     assert orig.read_text() == SMALL  # the first save wins
@@ -203,7 +203,7 @@ def test_real_cache_via_cli(tmp_path: Path) -> None:
     proc = run("restore", path, "--swap-python-from", "3.11", "--to", "3.12.1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count(" -> ") == 7  # six entries + the summary line
-    assert run("set", path, "USE_MAGMA=ON").returncode == 0
+    assert run("set", "USE_MAGMA=ON", path).returncode == 0
     diff = run("diff", REAL, path).stdout.splitlines()
     assert len(diff) == 7 and all(line.startswith("~ ") for line in diff)
 

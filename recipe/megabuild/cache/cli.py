@@ -5,7 +5,7 @@ Synopsis (as build scripts call it)::
     python -m megabuild cache save CACHE [--force]
     python -m megabuild cache restore CACHE [--swap-python-from X.Y --to X.Y[.Z]] [--prefix DIR]
     python -m megabuild cache swap-python --from X.Y --to X.Y[.Z] [--prefix DIR] [--dry-run] CACHE
-    python -m megabuild cache set [--create [--type TYPE]] [--dry-run] CACHE KEY=VALUE [KEY=VALUE ...]
+    python -m megabuild cache set [--create [--type TYPE]] [--dry-run] KEY=VALUE [KEY=VALUE ...] CACHE
     python -m megabuild cache show CACHE [KEY | --grep PATTERN | --python]
     python -m megabuild cache diff A B
 
@@ -152,8 +152,9 @@ def register(groups: Any) -> None:
     p.add_argument("--create", action="store_true", help="allow adding entries that do not exist")
     p.add_argument("--type", help="type of created entries (BOOL, STRING, PATH, FILEPATH)")
     p.add_argument("--dry-run", action="store_true", help="report, do not write")
-    p.add_argument("cache", metavar="CACHE")
+    # KEY=VALUE first, the cache last: `cache set USE_MAGMA=ON build/CMakeCache.txt`
     p.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
+    p.add_argument("cache", metavar="CACHE")
     p.set_defaults(handler=_cmd_set)
 
     p = sub.add_parser("save", help="keep a pristine copy as CACHE.orig (the first save wins)")
