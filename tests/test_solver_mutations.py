@@ -78,6 +78,16 @@ MUTATIONS = [
 ]
 
 
+# Only the values under `python:`; other keys have values like `3.9.* *netlib`.
+_PYTHON_BLOCK = re.compile(r"^python:\n((?:- .*\n)+)", re.MULTILINE)
+_PYTHON_VALUE = re.compile(r"^- '?(3\.\d+)\.\*.*\n", re.MULTILINE)
+
+
+def _keep_some_pythons(block: re.Match[str]) -> str:
+    values = _PYTHON_VALUE.sub(lambda m: m.group(0) if m.group(1) in KEEP_PYTHONS else "", block.group(1))
+    return "python:\n" + values
+
+
 def copy_feedstock(dest: Path) -> Path:
     shutil.copytree(FEEDSTOCK / "recipe", dest / "recipe", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(FEEDSTOCK / ".ci_support", dest / ".ci_support")
@@ -88,8 +98,11 @@ def copy_feedstock(dest: Path) -> Path:
         zipped = re.search(r"^zip_keys:\n(?:[ -].*\n)*", text, re.MULTILINE)
         if zipped and re.search(r"^\s*-+ python$", zipped.group(0), re.MULTILINE):
             continue  # python zipped with other keys: keep every value
-        python_value = re.compile(r"^- '?(3\.\d+)\.\*.*\n", re.MULTILINE)
-        config.write_text(python_value.sub(lambda m: m.group(0) if m.group(1) in KEEP_PYTHONS else "", text))
+        trimmed = _PYTHON_BLOCK.sub(_keep_some_pythons, text)
+        if re.search(r"^python:\n(?!- )", trimmed, re.MULTILINE):
+            config.unlink()  # a one-Python (osx) config of a Python not kept
+        else:
+            config.write_text(trimmed)
     return dest
 
 
