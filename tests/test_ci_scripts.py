@@ -266,14 +266,17 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     if not command:
         pytest.skip("set CONDA_SMITHY_RERENDER to an offline `rerender <feedstock dir>` command")
     copy = tmp_path / "feedstock"
-    subprocess.run(["git", "clone", "-q", str(repo_root), str(copy)], check=True)
-    for rel in ("recipe", ".ci_support", "conda-forge.yml", "build-locally.py"):  # uncommitted edits too
-        src = repo_root / rel
-        if src.is_dir():
-            shutil.rmtree(copy / rel, ignore_errors=True)
-            shutil.copytree(src, copy / rel)
-        elif src.is_file():
-            shutil.copy2(src, copy / rel)
+    ignore = shutil.ignore_patterns(".git", "build_artifacts", "__pycache__", ".pytest_cache", ".ruff_cache")
+    shutil.copytree(repo_root, copy, ignore=ignore, symlinks=True)
+    git_env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    for args in (["init", "-q"], ["add", "-A", "-f", "."], ["commit", "-qm", "snapshot"]):
+        subprocess.run(["git", *args], cwd=copy, env=git_env, check=True, capture_output=True)
     proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rel in GENERATED:
