@@ -327,12 +327,17 @@ def test_matches_conda_build_render(config: Config) -> None:
     def key(name: str, version: str, build: str, number: int) -> tuple[str, str, str, int]:
         return (name, version, mask_hash(build), number)
 
+    def unresolved(spec: str) -> str:
+        # conda-build leaves pin_subpackage(exact=True) unresolved when not finalizing, and then
+        # applies the global pinning's key of the same name (`libtorch: 2.12` -> `libtorch 2.12.*`)
+        # to the bare name; finalizing replaces both with the exact pin.
+        parts = spec.split()
+        if parts[0] in sibling_names and (len(parts) == 3 or (len(parts) == 2 and parts[1].endswith(".*"))):
+            return parts[0]
+        return spec
+
     def reqs(sections: dict[str, list[str]]) -> dict[str, list[str]]:
-        # conda-build leaves pin_subpackage(exact=True) unresolved when not finalizing
-        return {
-            sec: [s.split()[0] if s.split()[0] in sibling_names and len(s.split()) == 3 else s for s in specs]
-            for sec, specs in sections.items()
-        }
+        return {sec: [unresolved(s) for s in specs] for sec, specs in sections.items()}
 
     theirs = {}
     for m, _, _ in metas:
