@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--filter", help="glob on config names, applied after the aliases")
-    p.add_argument("--prune", action="store_true", help="run `docker system prune -f` after each config")
+    p.add_argument("--prune", action="store_true", help="run `docker system prune -f` between configs")
     p.add_argument("--keep-going", action="store_true", help="continue with the next config after a failure")
     p.add_argument("--cpu-count", help="CPU_COUNT passed to build-locally.py")
     p.add_argument("--force", action="store_true", help="rebuild configs that are already done")
