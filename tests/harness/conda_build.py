@@ -385,7 +385,8 @@ class Runner:
                 continue
             candidates = [p for p in self.packages.values() if _matches(spec, p.record)]
             if name in MAGMA_NAMES:
-                candidates += [p for p in self._magma() if _matches(spec, p.record)]
+                # a stand-in for whatever MAGMA version the pinning asks for
+                candidates += [p for p in self._magma() if p.record["name"] == name]
             if not candidates:
                 if requested:
                     ignored.append(spec)
