@@ -31,11 +31,13 @@ def solve(
         for n, v in virtuals.items()
     ]
     channel = rattler.Channel(Path(channel_dir).resolve().as_uri())
+    # py-rattler renamed Platform to Subdir (the old name warns)
+    subdir = getattr(rattler, "Subdir", None) or rattler.Platform
     return asyncio.run(
         rattler.solve(
             sources=[channel],
             specs=list(specs),
-            platforms=[rattler.Platform("linux-64"), rattler.Platform("noarch")],
+            platforms=[subdir("linux-64"), subdir("noarch")],
             virtual_packages=vps,
         )
     )
