@@ -8,15 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-
 from megabuild.cache import store
 from megabuild.cache.model import CacheFile
 from megabuild.errors import MegabuildError
+from support.paths import REAL_PYTORCH_CACHE, RECIPE
 
-RECIPE = Path(__file__).resolve().parents[1] / "recipe"
-REAL = RECIPE.parents[1] / "shared" / "data" / "pytorch-cmakecache" / "CMakeCache-cpu-py311.txt"
+REAL = REAL_PYTORCH_CACHE
 
 H = "/nonexistent/env"
 SMALL = f"""# This is the CMakeCache file.

@@ -24,9 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-
 from megabuild.cache.model import CacheFile
 from support.pythons import CPython, make_conda_like_prefix
 

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-
 from megabuild.cache.model import CacheFile, CacheFormatError
 from megabuild.errors import MegabuildError
+from support.paths import REAL_PYTORCH_CACHE
 
-REAL = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "data"
-    / "pytorch-cmakecache"
-    / "CMakeCache-cpu-py311.txt"
-)
+REAL = REAL_PYTORCH_CACHE
 
 ADVERSARIAL = (
     "# This is the CMakeCache file.\n"

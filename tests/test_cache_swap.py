@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-
 from megabuild.cache.cli import diff_caches
 from megabuild.cache.model import CacheFile
 from megabuild.cache.options import set_options
 from megabuild.cache.python_swap import is_python_key, swap_python
 from megabuild.errors import MegabuildError
+from support.paths import REAL_PYTORCH_CACHE
 from support.pythons import CPython, make_conda_like_prefix
 
-REAL = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "data"
-    / "pytorch-cmakecache"
-    / "CMakeCache-cpu-py311.txt"
-)
+REAL = REAL_PYTORCH_CACHE
 REAL_PREFIX = "/home/conda/feedstock_root/build_artifacts/libtorch_1700000000000/_h_env_placehold"
 
 H = "/nonexistent/host_env"  # interpreter missing: string mode

@@ -1,4 +1,5 @@
 """Format checks for recipe/patches/*.patch and their listing in recipe/meta.yaml."""
+
 from __future__ import annotations
 
 import re
@@ -82,7 +83,7 @@ def test_patch_is_well_formed(patch: Path):
             if path == "/dev/null":
                 continue
             assert path.startswith(prefix), f"{path}: must start with {prefix}"
-            rel = path[len(prefix):]
+            rel = path[len(prefix) :]
             assert not rel.startswith("/") and ".." not in Path(rel).parts, path
     # every 'diff --git' header has a matching ---/+++ pair
     assert len(re.findall(r"^diff --git ", text, re.M)) == len(files)

@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 from feedstock.configs import (
     Config,
     ConfigError,

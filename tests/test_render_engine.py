@@ -9,13 +9,9 @@ conda-build comparison itself lives in test_render_recipe.py and needs conda_bui
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 from feedstock.configs import Config, load_config
 from feedstock.render import (
     RenderedOutput,

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 from feedstock.configs import Config, list_configs
 from feedstock.render import (
     RenderedOutput,

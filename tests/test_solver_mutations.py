@@ -11,14 +11,10 @@ import dataclasses
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 import solver_check
 from feedstock.channel import Channel
 

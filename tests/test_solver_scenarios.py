@@ -7,14 +7,10 @@ with py-rattler against it.  Set SOLVER_CHECK_FEEDSTOCK to check another checkou
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 import solver_check
 from feedstock.channel import PYTHONS, Channel, Installed, SolveError
 
