@@ -95,7 +95,7 @@ def install_and_import(run: RunResult, cuda: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--config", default="linux_64_cuda12.6", help="config file, .ci_support name or sample alias"
+        "--config", default="linux_64_cuda12.6", help="config file, .ci_support name or alias (first match)"
     )
     parser.add_argument("--pythons", help="comma-separated minor versions (default: all found)")
     parser.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one)")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import channel, ninja
-from tests.harness.conda_build import HarnessError, RunResult, find_config, run_config
+from tests.harness.conda_build import RunResult, find_config, run_config
 from tests.harness.elf import dynamic_info
 from tests.harness.packaging import Package
 from tests.support.pythons import CPython, find_cpythons
@@ -56,12 +56,7 @@ def _pythons() -> list[CPython]:
 
 
 def _cuda_config() -> Path:
-    for name in ("cuda_compiler_version12.6", "linux_64_cuda12.6"):
-        try:
-            return find_config(name)
-        except HarnessError:
-            continue
-    pytest.skip("no CUDA megabuild config found")
+    return find_config("linux_64_cuda12.6")
 
 
 @pytest.fixture(scope="module")

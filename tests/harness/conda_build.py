@@ -47,7 +47,6 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO / "recipe"
 FIXTURE = REPO / "tests" / "fixture" / "minitorch"
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
-SAMPLE_CONFIGS = Path(__file__).resolve().parent / "ci_support"
 
 if str(REPO / "scripts") not in sys.path:
     sys.path.insert(0, str(REPO / "scripts"))
@@ -113,15 +112,18 @@ class RunResult:
 
 
 def find_config(name: str) -> Path:
-    """A config by path, by file name in ``.ci_support/``, or a bundled sample by alias."""
+    """A config by path, or by ``.ci_support`` name or alias (the first match, e.g. of
+    ``linux_64_cuda12.6``: the generic-BLAS one, whose stand-ins are simplest)."""
+    from feedstock.configs import ConfigError, list_configs, resolve_configs
+
     path = Path(name)
     if path.is_file():
         return path
-    for folder in (REPO / ".ci_support", SAMPLE_CONFIGS):
-        candidates = sorted(folder.glob(f"{name}.yaml")) or sorted(folder.glob(f"*{name}*.yaml"))
-        if candidates:
-            return candidates[0]
-    raise HarnessError(f"no config {name!r} in .ci_support/ or {SAMPLE_CONFIGS}")
+    try:
+        matches = resolve_configs(name, list_configs(REPO))
+    except ConfigError as exc:
+        raise HarnessError(str(exc)) from exc
+    return sorted(matches, key=lambda config: config.path.name)[0].path
 
 
 def restrict_pythons(config: Path, available: Sequence[str], dest: Path) -> tuple[Path, list[str]]:
