@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -112,14 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="megabuild-demo-"))
     extra = {"recipe_dir": args.recipe_dir} if args.recipe_dir else {}
     try:
-        run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
-    except HarnessError as exc:
-        print(f"\nFAILED: {exc}", file=sys.stderr)
-        return 1
-    report(run)
-    cuda = any(p.name == "libtorch-cuda-linalg" for p in run.packages.values())
-    failures = install_and_import(run, cuda)
-    print(f"\nwork dir: {work}" + ("" if args.keep else " (temporary; use --keep DIR to choose)"))
+        try:
+            run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
+        except HarnessError as exc:
+            print(f"\nFAILED: {exc}", file=sys.stderr)
+            return 1
+        report(run)
+        cuda = any(p.name == "libtorch-cuda-linalg" for p in run.packages.values())
+        failures = install_and_import(run, cuda)
+    finally:
+        if args.keep:
+            print(f"\nwork dir kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"packages": len(run.packages), "seconds": round(run.seconds)}))
     return 1 if failures else 0
 
