@@ -7,27 +7,17 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "recipe"
+from support.megabuild_cli import run_megabuild
+from support.paths import RECIPE, REPO
+
 REAL_SPEC = RECIPE / "split_spec.json"
 WHEEL_LISTING = REPO / "tests" / "data" / "torch-2.13.0-cp311-linux_x86_64-files.tsv"
 
-if str(RECIPE) not in sys.path:
-    sys.path.insert(0, str(RECIPE))
-
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(RECIPE))
-    return subprocess.run(
-        [sys.executable, "-m", "megabuild", "split", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_megabuild("split", *args)
 
 
 def write(path: Path, data: bytes | int = b"x", mode: int | None = None) -> Path:

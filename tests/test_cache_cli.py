@@ -11,6 +11,7 @@ import pytest
 from megabuild.cache import store
 from megabuild.cache.model import CacheFile
 from megabuild.errors import MegabuildError
+from support.megabuild_cli import run_megabuild
 from support.paths import REAL_PYTORCH_CACHE, RECIPE
 
 REAL = REAL_PYTORCH_CACHE
@@ -27,14 +28,7 @@ _Python_INTERPRETER_PROPERTIES:INTERNAL=Python;3;11;7;64;;cpython-311-x86_64-lin
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(RECIPE))
-    return subprocess.run(
-        [sys.executable, "-m", "megabuild", "cache", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_megabuild("cache", *args)
 
 
 @pytest.fixture

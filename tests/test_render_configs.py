@@ -18,8 +18,9 @@ from feedstock.configs import (
     resolve_configs,
     short_alias,
 )
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 FIXTURE = ROOT / "tests" / "projects" / "render_recipe"
 CONFIGS_PY = ROOT / "scripts" / "feedstock" / "configs.py"
 

@@ -29,8 +29,9 @@ from feedstock.render import (
     selector_namespace,
     split_selector,
 )
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TOY = ROOT / "tests" / "projects" / "render_recipe"
 TOY_CUDA = TOY / ".ci_support" / "linux_64_cuda_compiler_version12.6.yaml"
 TOY_CPU = TOY / ".ci_support" / "linux_64_cuda_compiler_versionNone.yaml"
