@@ -998,6 +998,32 @@ def render_config(
     return [renderer.to_output(c) for c in ordered]
 
 
+def render_top_level_requirements(
+    config_path: Path | str, recipe_dir: Path | str, build_platform: str | None = None
+) -> list[dict[str, list[str]]]:
+    """The top-level ``requirements`` (build/host/run, selectors and Jinja applied; variant pins
+    not inserted) of ``recipe_dir/meta.yaml``, once per variant of the config that is not skipped.
+
+    The top level of a megabuild recipe is never a package itself, so :func:`render_config` does
+    not report it; its requirements are what the one expensive build compiles against.
+    """
+    config = load_config(Path(config_path))
+    recipe_dir = Path(recipe_dir)
+    if build_platform is None:
+        build_platform = _feedstock_build_platform(recipe_dir.parent, config)
+    config = recipe_variant_overlay(config, recipe_dir, build_platform or config.subdir)
+    renderer = _Renderer(config, recipe_dir, build_platform)
+    found: list[dict[str, list[str]]] = []
+    for variant in expand_variants(config):
+        top = renderer._top_level(variant, lambda name, *args, **kwargs: name)
+        if _truthy((top.get("build") or {}).get("skip")):
+            continue
+        reqs = _expand_reqs(top.get("requirements"))
+        if reqs not in found:
+            found.append(reqs)
+    return found
+
+
 def render_all(feedstock_dir: Path | str) -> dict[str, list[RenderedOutput]]:
     """Render every ``.ci_support`` config of a feedstock: ``{config name: outputs}``."""
     from .configs import list_configs
