@@ -45,7 +45,17 @@ export CMAKE_BUILD_TYPE=Release
 export CMAKE_PREFIX_PATH="$PREFIX"
 export CMAKE_LIBRARY_PATH="$PREFIX/lib:$PREFIX/include${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}"
 export Python_ROOT_DIR="$PREFIX"
-export MAX_JOBS="${CPU_COUNT:-2}"
+# One compile job per core gets OOM-killed on conda-forge's 16-vCPU / 64 GB runners
+# (nvcc and the big torch_cpu units need several GB each); the pytorch-cpu feedstock
+# caps CI builds at 8 jobs. Local builds use CPU_COUNT as build-locally.py chose it
+# (--cpu-count, or cores capped by RAM). CI reaches this script through script_env.
+CI_MAX_JOBS=8
+MAX_JOBS="${CPU_COUNT:-2}"
+if [[ "${CI:-}" == "github_actions" && "${MAX_JOBS}" -gt "${CI_MAX_JOBS}" ]]; then
+    MAX_JOBS="${CI_MAX_JOBS}"
+fi
+export MAX_JOBS
+echo "compile jobs: MAX_JOBS=${MAX_JOBS} (CPU_COUNT=${CPU_COUNT:-unset}, CI=${CI:-unset})"
 
 export PYTORCH_BUILD_VERSION="$PKG_VERSION"
 # 0 keeps setup.py from appending ".post<N>" to the version.
@@ -59,7 +69,8 @@ export INSTALL_TEST=0
 export USE_SYSTEM_SLEEF=1
 export USE_SYSTEM_PYBIND11=1
 export USE_SYSTEM_EIGEN_INSTALL=1
-export USE_SYSTEM_FMT=1
+# No USE_SYSTEM_FMT: 2.13 has no such switch (upstream added it after 2.13, pytorch#166824),
+# so the bundled fmt is compiled in, as in upstream's wheels; no fmt host dependency.
 export BUILD_CUSTOM_PROTOBUF=OFF
 
 ############################## feature switches #############################
