@@ -1,0 +1,95 @@
+"""The environment recipe/build.sh hands to PyTorch's setup.py, for real configs.
+
+build.sh is run for real (bash, the recipe's own helpers) with conda-build's variables for a
+rendered config, up to the point where it would start the build: an unknown PKG_NAME makes it
+exit there, and an EXIT trap records what it exported. The activation's CMAKE_ARGS are those of
+conda-forge's compiler packages (see tests/harness/activation.py when present).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.paths import RECIPE
+
+BUILD_SH = RECIPE / "build.sh"
+
+
+def run_build_sh(tmp_path: Path, **env: str) -> dict[str, str]:
+    """Source build.sh with ``env`` (plus conda-build's basics) and return what it exported."""
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True, exist_ok=True)
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        python.symlink_to(sys.executable)
+    build_prefix = tmp_path / "build_env"
+    (build_prefix / "bin").mkdir(parents=True, exist_ok=True)
+    src = tmp_path / "work"
+    src.mkdir(exist_ok=True)
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PREFIX": str(prefix),
+        "BUILD_PREFIX": str(build_prefix),
+        "SRC_DIR": str(src),
+        "RECIPE_DIR": str(RECIPE),
+        "PKG_NAME": "env-probe",  # not a known name: build.sh stops before building
+        "PKG_VERSION": "2.13.0",
+        "PY_VER": "3.12",
+        "SP_DIR": str(prefix / "lib" / "python3.12" / "site-packages"),
+        "SHLIB_EXT": ".so",
+        "CPU_COUNT": "4",
+        "target_platform": "linux-64",
+        "build_platform": "linux-64",
+        "cuda_compiler_version": "None",
+        "blas_impl": "mkl",
+        "megabuild": "true",
+        "CFLAGS": "-O2",
+        "CXXFLAGS": "-O2 -std=c++17",
+        "LDFLAGS": "-Wl,-O2 -Wl,--as-needed -Wl,-z,now",
+        "CMAKE_ARGS": f"-DCMAKE_INSTALL_PREFIX={prefix} -DCMAKE_FIND_ROOT_PATH={prefix}",
+    }
+    base.update(env)
+    out = tmp_path / "exported.env"
+    script = f"trap 'env -0 > {shlex.quote(str(out))}' EXIT; source {shlex.quote(str(BUILD_SH))}"
+    proc = subprocess.run(["bash", "-c", script], env=base, capture_output=True, text=True)
+    assert "unexpected PKG_NAME 'env-probe'" in proc.stderr, proc.stdout + proc.stderr
+    pairs = (item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)
+    return dict(pairs)
+
+
+@pytest.mark.parametrize(
+    ("cpu_count", "ci", "expected"),
+    [
+        ("16", "github_actions", "8"),  # conda-forge's 16-vCPU runners: capped
+        ("4", "github_actions", "4"),  # never more than the cores
+        ("16", "", "16"),  # build-locally.py's --cpu-count decides
+        ("32", "", "32"),
+    ],
+)
+def test_compile_jobs(tmp_path: Path, cpu_count: str, ci: str, expected: str) -> None:
+    env = {"CPU_COUNT": cpu_count}
+    if ci:
+        env["CI"] = ci
+    assert run_build_sh(tmp_path, **env)["MAX_JOBS"] == expected
+
+
+def test_no_use_system_switch_that_2_13_does_not_have(tmp_path: Path) -> None:
+    """USE_SYSTEM_* switches of PyTorch 2.13.0's CMakeLists.txt / setup.py. USE_SYSTEM_FMT came
+    later (pytorch#166824): exported without a backport it silently does nothing."""
+    known = {
+        "USE_SYSTEM_LIBS", "USE_SYSTEM_CPUINFO", "USE_SYSTEM_SLEEF", "USE_SYSTEM_GLOO",
+        "USE_SYSTEM_FP16", "USE_SYSTEM_PYBIND11", "USE_SYSTEM_PTHREADPOOL", "USE_SYSTEM_PSIMD",
+        "USE_SYSTEM_FXDIV", "USE_SYSTEM_BENCHMARK", "USE_SYSTEM_ONNX", "USE_SYSTEM_XNNPACK",
+        "USE_SYSTEM_NCCL", "USE_SYSTEM_NVTX", "USE_SYSTEM_EIGEN_INSTALL", "USE_SYSTEM_UCC",
+    }  # fmt: skip
+    for cuda in ("None", "12.6"):
+        exported = run_build_sh(tmp_path, cuda_compiler_version=cuda)
+        switches = {k for k, v in exported.items() if k.startswith("USE_SYSTEM_") and v not in ("", "0")}
+        assert switches, "build.sh exports no USE_SYSTEM_* at all?"
+        assert switches <= known, sorted(switches - known)
