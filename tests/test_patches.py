@@ -142,3 +142,29 @@ def test_meta_yaml_lists_exactly_the_patches():
     assert listed_names == sorted(p.name for p in PATCHES), (
         f"meta.yaml source.patches {listed_names} != recipe/patches {[p.name for p in PATCHES]}"
     )
+
+
+# a file compiled only in CUDA builds
+CUDA_ONLY_FILE = re.compile(r"(?:^|/)cuda/|\.cuh?$")
+CUDA_SELECTOR = '[cuda_compiler_version != "None"]'
+
+
+def test_cuda_only_patches_apply_only_in_cuda_configs():
+    """A patch that changes nothing but CUDA sources carries the CUDA selector, and only such a patch."""
+    if not META.exists():
+        pytest.skip("recipe/meta.yaml not written yet")
+    lines = META.read_text(encoding="utf-8").splitlines()
+    for patch in PATCHES:
+        entry = [line for line in lines if line.strip().startswith(f"- patches/{patch.name}")]
+        assert len(entry) == 1, f"{patch.name}: {entry}"
+        paths = [f["new"][2:] for f in parse(patch.read_text(encoding="utf-8"))]
+        cuda_only = all(CUDA_ONLY_FILE.search(p) for p in paths)
+        has_selector = CUDA_SELECTOR in entry[0].split("#", 1)[-1]
+        assert has_selector == cuda_only, (
+            f"{patch.name}: files {paths}; CUDA selector {'missing' if cuda_only else 'not wanted'}"
+        )
+
+
+def test_series_numbers_are_unique_and_consecutive():
+    numbers = [int(p.name[:4]) for p in PATCHES]
+    assert numbers == list(range(1, len(PATCHES) + 1)), numbers

@@ -1,0 +1,116 @@
+"""recipe/patches against the real 2.13.0 files of an upstream torch wheel.
+
+The macOS arm64 wheel (the smallest) comes from PyPI through
+``scripts/check_patches.py``'s cache (``~/.cache/pytorch-feedstock/wheels``,
+or ``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``); ``$PYTORCH_FEEDSTOCK_TORCH_WHEEL``
+points at a local wheel instead. Which patched files a wheel holds is decided
+from its member list, not from a list kept here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import check_patches  # noqa: E402
+
+PATCH_DIR = ROOT / "recipe" / "patches"
+README = PATCH_DIR / "README.md"
+
+
+def _wheel(platform: str) -> Path:
+    local = os.environ.get("PYTORCH_FEEDSTOCK_TORCH_WHEEL")
+    if local and platform == check_patches.DEFAULT_PLATFORM:
+        return Path(local)
+    try:
+        return check_patches.download_wheel(platform)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
+        pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
+
+
+@pytest.fixture(scope="module")
+def wheels() -> list[Path]:
+    found = [_wheel(check_patches.DEFAULT_PLATFORM)]
+    # CUDA-only files (CUDA headers, include/THC) are only in a Linux CUDA wheel:
+    # fetch it when a patch touches a file that may live there.
+    with zipfile.ZipFile(found[0]) as zf:
+        names = set(zf.namelist())
+    for patch in sorted(PATCH_DIR.glob("*.patch")):
+        for diff in check_patches.split_patch(patch.read_text(encoding="utf-8")):
+            members = [m for m, _ in check_patches.candidates(diff.path)]
+            if (
+                members
+                and not any(m in names for m in members)
+                and any("cuda" in m.lower() or "/THC/" in m for m in members)
+            ):
+                found.append(_wheel("manylinux_2_28_x86_64"))
+                return found
+    return found
+
+
+@pytest.fixture(scope="module")
+def results(wheels: list[Path]) -> list[check_patches.PatchResult]:
+    return check_patches.check(wheels)
+
+
+def test_wheel_is_2_13_0(wheels: list[Path]):
+    for wheel in wheels:
+        assert wheel.name.startswith(f"torch-{check_patches.TORCH_VERSION}-"), wheel
+
+
+def test_every_reachable_hunk_applies_without_fuzz(results: list[check_patches.PatchResult]):
+    print("\n" + check_patches.report(results))
+    failed = [f"{r.patch}: {f.path}: {f.message}" for r in results for f in r.files if not f.ok]
+    assert not failed, "\n".join(failed)
+    fuzzy = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h["fuzz"]]
+    assert not fuzzy, fuzzy
+    assert any(r.reachable for r in results), "no patched file found in the wheel at all"
+
+
+def readme_wheel_column() -> dict[str, str]:
+    """patch name -> first word of the 'wheel-verified' column of the README table."""
+    rows = {}
+    header = None
+    for line in README.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if "wheel-verified" in cells:
+            header = cells
+            continue
+        if header and len(cells) == len(header) and cells[0].startswith("`0"):
+            word = re.match(r"\w+", cells[header.index("wheel-verified")])
+            rows[cells[0].strip("`")] = word.group(0) if word else ""
+    return rows
+
+
+def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patches.PatchResult]):
+    column = readme_wheel_column()
+    expected = {"all": "yes", "partly": "partly", "none": "no"}
+    assert sorted(column) == sorted(r.patch for r in results)
+    wrong = {
+        r.patch: (column[r.patch], expected[r.coverage])
+        for r in results
+        if column[r.patch] != expected[r.coverage]
+    }
+    assert not wrong, f"README says / wheel shows: {wrong}"
+
+
+def test_unverified_files_name_the_upstream_version_compared(results: list[check_patches.PatchResult]):
+    for res in results:
+        if res.coverage == "all":
+            continue
+        text = (PATCH_DIR / res.patch).read_text(encoding="utf-8")
+        checked = re.search(r"^Checked against: .*$", text, re.M)
+        assert checked, res.patch
+        assert "unverified" in checked.group(0), f"{res.patch}: say which files are unverified"
+        assert re.search(r"\b(?:blob|commits?) [0-9a-f]{7,40}\b", checked.group(0)), (
+            f"{res.patch}: name the upstream blob or commit compared"
+        )
