@@ -111,3 +111,14 @@ def test_no_fmt_in_any_host(config: Config) -> None:
     host would only put a second, different fmt on the include path."""
     hosts = [_top_host(config.name)] + [tuple(o.requirements.get("host", [])) for o in _outputs(config.name)]
     assert not [s for host in hosts for s in host if spec_name(s) == "fmt"]
+
+
+@pytest.mark.parametrize("config", CUDA_CONFIGS, ids=_ids)
+def test_cudss_at_least_0_8(config: Config) -> None:
+    """Patch 0009 calls cuDSS 0.8's matrix constructors (cudssDataType_t, offset type)."""
+    hosts = [("top level", _top_host(config.name))] + [
+        (o.dist, tuple(o.requirements.get("host", []))) for o in _outputs(config.name)
+    ]
+    for where, host in hosts:
+        specs = [s for s in host if spec_name(s) == "libcudss-dev"]
+        assert not specs or "libcudss-dev >=0.8" in specs, f"{where}: {specs}"
