@@ -5,14 +5,17 @@ Usage: python scripts/list_wheel_files.py WHEEL [-o OUT.tsv]
 
 Reads the wheel with zipfile (standard library only). Lists ``torch/`` and the
 other top-level package dirs (``functorch/``, ``torchgen/``, ...), not the
-``.dist-info``. The listing is committed as test data
-(``tests/data/torch-2.13.0-cp311-linux_x86_64-files.tsv``) so tests can lay out
-the wheel's tree without the wheel.
+``.dist-info``. The listings are committed as test data
+(``tests/data/torch-2.13.0-<python tag>-<platform>[-<variant>]-files.tsv``) so
+tests can lay out the wheel's tree without the wheel. The TSV has no comment
+lines (other readers take it as plain TSV); with ``-o`` the script prints the
+wheel's name and SHA-256 for the provenance table in ``tests/data/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import stat
 import sys
 import zipfile
@@ -35,6 +38,14 @@ def list_wheel(wheel: Path) -> list[tuple[str, int, bool]]:
     return rows
 
 
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("wheel", type=Path)
@@ -42,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = list_wheel(args.wheel)
+        digest = sha256_of(args.wheel) if args.output else ""
     except (OSError, zipfile.BadZipFile) as exc:
         print(f"list_wheel_files: error: cannot read {args.wheel}: {exc}", file=sys.stderr)
         return 1
@@ -50,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.write_text(text, encoding="utf-8")
         total = sum(s for _, s, _ in rows)
-        print(f"{len(rows)} files, {total} bytes -> {args.output}")
+        print(f"{args.wheel.name} sha256 {digest}: {len(rows)} files, {total} bytes -> {args.output}")
     else:
         sys.stdout.write(text)
     return 0

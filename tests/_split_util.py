@@ -13,7 +13,10 @@ from support.megabuild_cli import run_megabuild
 from support.paths import RECIPE, REPO
 
 REAL_SPEC = RECIPE / "split_spec.json"
-WHEEL_LISTING = REPO / "tests" / "data" / "torch-2.13.0-cp311-linux_x86_64-files.tsv"
+DATA = REPO / "tests" / "data"
+# Listings of the real torch 2.13.0 wheels (scripts/list_wheel_files.py; see tests/data/README.md).
+WHEEL_LISTING = DATA / "torch-2.13.0-cp311-linux_x86_64-files.tsv"  # linux-64 CPU
+LISTING_HEADER = ["path", "size", "executable"]
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -110,26 +113,56 @@ def make_tree(root: Path, cuda: bool = False) -> Path:
     return root
 
 
-def lay_out_wheel(build_lib: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
-    """Create the wheel's files (sparse, real sizes) under *build_lib*; return the count."""
-    count = 0
-    made: set[str] = set()
-    with open(WHEEL_LISTING, encoding="utf-8", newline="") as fh:
+def read_listing(listing: Path) -> list[tuple[str, int, bool]]:
+    """Rows (path, size, executable) of a wheel listing."""
+    with open(listing, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh, delimiter="\t")
-        next(reader)
-        for path, size, executable in reader:
-            if not path.startswith(tops):
-                continue
-            full = os.path.join(build_lib, path)
-            parent = os.path.dirname(full)
-            if parent not in made:
-                os.makedirs(parent, exist_ok=True)
-                made.add(parent)
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.ftruncate(fd, int(size))  # sparse: real size, no data blocks
-                os.fchmod(fd, 0o755 if executable == "1" else 0o644)
-            finally:
-                os.close(fd)
-            count += 1
-    return count
+        header = next(reader)
+        assert header == LISTING_HEADER, f"{listing}: unexpected header {header}"
+        return [(path, int(size), executable == "1") for path, size, executable in reader]
+
+
+def lay_out_files(root: Path, rows: list[tuple[str, int, bool]], *, sparse: bool = True) -> int:
+    """Create *rows* under *root*: sparse files of the real size, or empty placeholders.
+    Executables get mode 0755, everything else 0644. Returns the count."""
+    made: set[str] = set()
+    for path, size, executable in rows:
+        full = os.path.join(root, path)
+        parent = os.path.dirname(full)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if sparse:
+                os.ftruncate(fd, size)  # real size, no data blocks
+            os.fchmod(fd, 0o755 if executable else 0o644)
+        finally:
+            os.close(fd)
+    return len(rows)
+
+
+def lay_out_placeholders(root: Path, rows: list[tuple[str, int, bool]], blanks: Path) -> int:
+    """Create *rows* under *root* as empty placeholders: hard links to one empty file
+    per mode in *blanks* (0755 for executables, 0644 otherwise). Making 12k new
+    inodes takes seconds on some disks, 12k links a fraction of that. Never write
+    into a placeholder: all files of a mode share their inode. Returns the count."""
+    blank = {flag: blanks / ("blank-exe" if flag else "blank") for flag in (False, True)}
+    for flag, path in blank.items():
+        if not path.exists():
+            write(path, b"", 0o755 if flag else 0o644)
+    made: set[str] = set()
+    for path, _size, executable in rows:
+        full = os.path.join(root, path)
+        parent = os.path.dirname(full)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        os.link(blank[executable], full)
+    return len(rows)
+
+
+def lay_out_wheel(build_lib: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
+    """Create the CPU wheel's files (sparse, real sizes) under *build_lib*; return the count."""
+    rows = [row for row in read_listing(WHEEL_LISTING) if row[0].startswith(tops)]
+    return lay_out_files(build_lib, rows)

@@ -7,13 +7,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from megabuild.split.spec import DEFAULT_SPEC, LINALG, load_spec
+from megabuild.split.spec import DEFAULT_SPEC, LINALG, Spec, host_target_platform, load_spec
 
 
 def _spec_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec", type=Path, default=None, help="split spec JSON (default: the recipe's split_spec.json)"
     )
+    # Library names differ per platform (.so / .dylib, bundled OpenMP); the build
+    # scripts pass conda-build's $target_platform, so the default only serves
+    # calls by hand on the build machine.
+    parser.add_argument(
+        "--target-platform",
+        metavar="PLATFORM",
+        default=None,
+        help="conda target platform whose file names to expect: linux-64, linux-aarch64, osx-64, "
+        f"osx-arm64 (default: this machine's, {host_target_platform()})",
+    )
+
+
+def _load(args: argparse.Namespace) -> Spec:
+    return load_spec(args.spec, args.target_platform)
 
 
 def _print(lines: list[str]) -> int:
@@ -27,7 +41,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     from megabuild.split.stage import stage
 
     report = stage(
-        load_spec(args.spec),
+        _load(args),
         args.tree,
         args.staging,
         cuda=args.cuda,
@@ -42,7 +56,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     from megabuild.split.install import install
 
     report = install(
-        load_spec(args.spec),
+        _load(args),
         args.output,
         args.staging,
         args.prefix,
@@ -56,7 +70,7 @@ def cmd_link_back(args: argparse.Namespace) -> int:
     from megabuild.split.link_back import link_back
 
     report = link_back(
-        load_spec(args.spec),
+        _load(args),
         args.prefix,
         args.sp_dir,
         python_tag=args.python_tag,
@@ -70,7 +84,7 @@ def cmd_link_back(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from megabuild.split.verify import verify
 
-    report = verify(load_spec(args.spec), staging=args.staging, file_lists=args.file_list, cuda=args.cuda)
+    report = verify(_load(args), staging=args.staging, file_lists=args.file_list, cuda=args.cuda)
     return _print(report.lines())
 
 

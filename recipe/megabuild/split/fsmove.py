@@ -94,15 +94,17 @@ class Mover:
     """Moves entries and remembers them so :meth:`rollback` can undo the lot."""
 
     stats: MoveStats = field(default_factory=MoveStats)
-    journal: list[tuple[Path, Path]] = field(default_factory=list)
+    journal: list[tuple[str | Path, str | Path]] = field(default_factory=list)
     created_dirs: list[tuple[Path, int]] = field(default_factory=list)
-    _known_dirs: set[Path] = field(default_factory=set, repr=False)
+    _known_dirs: set[str] = field(default_factory=set, repr=False)
 
     def ensure_dir(self, dest_root: Path, rel_dir: str, src_root: Path | None = None) -> None:
         """Create ``dest_root/rel_dir`` and missing parents; each directory
         created below *dest_root* later gets the mode of the same directory
         under *src_root* (applied by :meth:`finish`, after the moves)."""
-        if dest_root / rel_dir in self._known_dirs:
+        # Called once per moved file (~10k): the common "already made" case stays on strings.
+        key = os.path.join(os.fspath(dest_root), rel_dir)
+        if key in self._known_dirs:
             return
         dest_root.mkdir(parents=True, exist_ok=True)
         current = dest_root
@@ -117,9 +119,9 @@ class Mover:
                 self.created_dirs.append((current, stat.S_IMODE(source.lstat().st_mode)))
             else:
                 self.created_dirs.append((current, -1))
-        self._known_dirs.add(dest_root / rel_dir)
+        self._known_dirs.add(key)
 
-    def move(self, src: Path, dst: Path, size: int, allow_big_copy: bool = False) -> None:
+    def move(self, src: str | Path, dst: str | Path, size: int, allow_big_copy: bool = False) -> None:
         _move_one(src, dst, size, self.stats, allow_big_copy)
         self.journal.append((src, dst))
 
@@ -136,11 +138,11 @@ class Mover:
         scratch = MoveStats()
         for src, dst in reversed(self.journal):
             try:
-                src.parent.mkdir(parents=True, exist_ok=True)
-                size = dst.lstat().st_size
+                os.makedirs(os.path.dirname(src), exist_ok=True)
+                size = os.lstat(dst).st_size
                 _move_one(dst, src, size, scratch, allow_big_copy=True)
             except (OSError, MegabuildError):
-                failed.append(str(dst))
+                failed.append(os.fspath(dst))
         self.journal.clear()
         for path, _mode in sorted(self.created_dirs, key=lambda item: -len(item[0].parts)):
             with contextlib.suppress(OSError):
@@ -150,7 +152,7 @@ class Mover:
         return failed
 
 
-def _move_one(src: Path, dst: Path, size: int, stats: MoveStats, allow_big_copy: bool) -> None:
+def _move_one(src: str | Path, dst: str | Path, size: int, stats: MoveStats, allow_big_copy: bool) -> None:
     if os.path.lexists(dst):
         raise MegabuildError(f"refusing to overwrite {dst}")
     try:
@@ -175,7 +177,7 @@ def _move_one(src: Path, dst: Path, size: int, stats: MoveStats, allow_big_copy:
         stats.linked += 1
         return
     # Different file systems: only small files may be copied.
-    if src.is_symlink():
+    if os.path.islink(src):
         os.symlink(os.readlink(src), dst)
         os.unlink(src)
         stats.copied += 1

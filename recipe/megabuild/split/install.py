@@ -1,6 +1,7 @@
 """``split install``: move one staged output into ``$PREFIX`` (the libtorch and
 libtorch-cuda-linalg output scripts). Refuses to overwrite files in the prefix
-unless asked, and checks everything before moving anything."""
+unless asked, refuses staged files the spec (for the target platform) does not
+give to that output, and checks everything before moving anything."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from megabuild.split.fsmove import (
     same_filesystem,
     walk_entries,
 )
-from megabuild.split.spec import Spec, format_paths
+from megabuild.split.spec import Classification, Spec, format_paths
 
 
 @dataclass
@@ -30,11 +31,13 @@ class InstallReport:
     nbytes: int
     replaced: int
     stats: MoveStats
+    target_platform: str = ""
 
     def lines(self) -> list[str]:
         s = self.stats
         return [
-            f"split install: {self.name} -> {self.prefix}: {self.files} files, {self.nbytes} bytes "
+            f"split install ({self.target_platform}): {self.name} -> {self.prefix}: "
+            f"{self.files} files, {self.nbytes} bytes "
             f"({human(self.nbytes)}), {self.replaced} replaced",
             f"  moves: {s.renamed} renamed, {s.linked} hard-linked, {s.copied} copied; "
             f"bytes copied: {s.bytes_copied}",
@@ -58,6 +61,11 @@ def resolve_output(spec: Spec, output: str, variant: str | None) -> str:
     if name == spec.default_output:
         raise MegabuildError(f"{name} is not staged: pip installs it from the build tree")
     return spec.staging_name(name, variant if parsed is None else parsed[1])
+
+
+def _owner(spec: Spec, relpath: str) -> str | None:
+    result = spec.classify(relpath)
+    return result.output if isinstance(result, Classification) else None
 
 
 def install(
@@ -99,7 +107,18 @@ def install(
         path = os.path.join(prefix_s, rel_dir)
         if os.path.lexists(path) and not os.path.isdir(path):
             blocked.add(rel_dir)
+    # A staging dir made for another platform (or with another spec) would put
+    # files in the wrong package; stage checked this, but the two steps run in
+    # different conda-build scripts.
+    parsed = spec.parse_staging_name(name)
+    output = parsed[0] if parsed else name
+    foreign = [e.relpath for e in entries if _owner(spec, e.relpath) != output]
     problems = []
+    if foreign:
+        problems.append(
+            f"{len(foreign)} staged file(s) the spec for {spec.target_platform} does not give to {name}: "
+            f"{format_paths(foreign)}"
+        )
     if existing and not overwrite:
         problems.append(f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
     if not_files:
@@ -117,18 +136,19 @@ def install(
         raise MegabuildError("; ".join(problems) + "; nothing was installed")
 
     mover = Mover()
-    set_aside: list[tuple[Path, Path]] = []
+    set_aside: list[tuple[str, str]] = []
     current = ""
+    source_s = os.fspath(source)
     try:
         for entry in entries:
             current = entry.relpath
-            dst = prefix / entry.relpath
+            dst = os.path.join(prefix_s, entry.relpath)
             mover.ensure_dir(prefix, entry.relpath.rpartition("/")[0], source)
             if os.path.lexists(dst):
-                backup = dst.with_name(dst.name + ".megabuild-old")
+                backup = dst + ".megabuild-old"
                 os.replace(dst, backup)
                 set_aside.append((dst, backup))
-            mover.move(source / entry.relpath, dst, entry.size)
+            mover.move(os.path.join(source_s, entry.relpath), dst, entry.size)
     except (OSError, MegabuildError) as exc:
         failed = mover.rollback()
         for dst, backup in set_aside:
@@ -143,4 +163,4 @@ def install(
     with contextlib.suppress(OSError):
         source.rmdir()
     nbytes = sum(e.size for e in entries if not e.is_link)
-    return InstallReport(name, prefix, len(entries), nbytes, len(existing), mover.stats)
+    return InstallReport(name, prefix, len(entries), nbytes, len(existing), mover.stats, spec.target_platform)

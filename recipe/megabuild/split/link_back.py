@@ -15,7 +15,8 @@ libtorch's files under ``$SP_DIR/torch/{lib,bin,share}`` at ``$PREFIX``.
   itself) and get a relative symlink at the same path under ``$PREFIX``, where
   ``$PREFIX/share/cmake/Torch/TorchConfig.cmake`` looks: one real copy, found
   from both places, and ``$ORIGIN`` of the link resolves to ``$PREFIX/lib``.
-* Files the spec drops (test libraries, bundled libgomp) are removed.
+* Files the spec drops (test libraries, bundled libgomp / libomp, omp.h) are
+  removed, in ``lib``, ``bin``, ``share`` and ``include``.
 * ``__pycache__/*.pyc`` compiled for another Python are removed.
 
 Everything is validated before the first change.
@@ -49,10 +50,12 @@ class LinkBackReport:
     pyc_removed: int = 0
     headers_removed: int = 0
     python_tag: str = ""
+    target_platform: str = ""
 
     def lines(self) -> list[str]:
         out = [
-            f"split link-back: {len(self.linked)} files replaced by symlinks into the prefix "
+            f"split link-back ({self.target_platform}): {len(self.linked)} files replaced by symlinks "
+            "into the prefix "
             f"({len(self.already_linked)} already linked), {len(self.dropped)} dropped files removed, "
             f"{self.pyc_removed} .pyc of other Pythons removed (kept {self.python_tag})",
         ]
@@ -106,7 +109,7 @@ def link_back(
         raise MegabuildError(f"{torch_dir} is not a directory (is pytorch pip-installed?)")
     real_prefix = os.path.realpath(prefix)
     real_sp = os.path.realpath(sp_dir)
-    report = LinkBackReport(python_tag=python_tag)
+    report = LinkBackReport(python_tag=python_tag, target_platform=spec.target_platform)
     problems: list[str] = []
 
     replace: list[tuple[Path, str]] = []  # file in site-packages, relative link target
@@ -169,7 +172,7 @@ def link_back(
 
     for rule in spec.rules:
         if rule.prefix_link and rule.required == "always" and link_hits[rule.index] == 0:
-            problems.append(f"{rule.pattern} is missing in {torch_dir} (pytorch must ship it)")
+            problems.append(f"{rule.shown} is missing in {torch_dir} (pytorch must ship it)")
 
     include = torch_dir / "include"
     headers: list[str] = []  # libtorch's headers to remove from site-packages (opt-in)
@@ -182,15 +185,19 @@ def link_back(
                 resolved = os.path.realpath(include / entry.relpath)
                 if _inside(resolved, real_prefix) and not _inside(resolved, real_sp):
                     into_prefix.append(f"include/{entry.relpath}")
-            elif drop_libtorch_headers:
-                rel = f"include/{entry.relpath}"
-                result = spec.classify(rel)
-                owned = isinstance(result, Classification) and result.output not in (
-                    spec.default_output,
-                    DROPPED,
-                )
-                if owned and os.path.lexists(prefix / rel):
-                    headers.append(entry.relpath)
+                continue
+            rel = f"include/{entry.relpath}"
+            result = spec.classify(rel)
+            output = result.output if isinstance(result, Classification) else None
+            if output == DROPPED:  # e.g. the omp.h setup.py copies on osx
+                remove.append(include / entry.relpath)
+                report.dropped.append(rel)
+            elif (
+                drop_libtorch_headers
+                and output not in (None, spec.default_output)
+                and os.path.lexists(prefix / rel)
+            ):
+                headers.append(entry.relpath)
         if into_prefix:
             problems.append(f"headers in site-packages link into the prefix: {format_paths(into_prefix)}")
 
@@ -199,7 +206,9 @@ def link_back(
             problems.append(f"{dst} exists and is not a link to site-packages; refusing to replace it")
 
     if unmatched:
-        problems.append(f"files in strict areas match no rule: {format_paths(unmatched)}")
+        problems.append(
+            f"files in strict areas match no rule for {spec.target_platform}: {format_paths(unmatched)}"
+        )
     if conflicts:
         problems.append(f"files match rules of different outputs: {format_paths(conflicts)}")
     if missing:

@@ -5,12 +5,21 @@ relative to the ``torch/`` tree (``*`` and ``?`` stay inside one path segment,
 a whole ``**`` segment spans any number of directories). A path matching no
 rule belongs to the default output (``pytorch``) unless it lies in a strict
 area (``lib/``, ``bin/``, ``share/``), where every file needs an explicit rule.
+
+The spec is bound to one conda target platform (``linux-64``, ``osx-arm64``,
+...) when loaded: ``{name}`` placeholders in patterns expand to the values the
+spec's ``platforms`` table gives the platform's family (``{shlib}``: ``.so`` and
+``.so.*`` on linux, ``.dylib`` and ``.*.dylib`` on osx), and rules with a
+``platforms`` list apply only there.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import platform
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +30,46 @@ DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "split_spec.json"
 REQUIRED_VALUES = ("always", "cuda", "cpu", "never")
 LINALG = "libtorch-cuda-linalg"
 DROPPED = "_dropped"
+RULE_KEYS = {"pattern", "output", "required", "note", "prefix_link", "platforms"}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TARGET_PLATFORM = re.compile(r"([a-z]+)-([a-z0-9_]+)")
+_FAMILY = re.compile(r"[a-z]+")
+
+
+def host_target_platform() -> str:
+    """conda's name for the running machine's platform (the default target)."""
+    machine = platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        arch = {"x86_64": "64", "amd64": "64", "arm64": "aarch64"}.get(machine, machine)
+        return f"linux-{arch}"
+    if sys.platform == "darwin":
+        return "osx-arm64" if machine == "arm64" else "osx-64"
+    if sys.platform == "win32":
+        return "win-arm64" if machine == "arm64" else "win-64"
+    return f"{sys.platform}-{machine or 'unknown'}"
+
+
+def platform_family(target_platform: str) -> str:
+    """``linux`` for ``linux-aarch64``; a one-line error for names that are not conda platforms."""
+    match = _TARGET_PLATFORM.fullmatch(target_platform)
+    if match is None:
+        raise MegabuildError(
+            f"target platform {target_platform!r} is not a conda platform such as linux-64 or osx-arm64"
+        )
+    return match.group(1)
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     """Translate a ``/``-separated glob into an anchored regular expression."""
+    return re.compile(_glob_regex(pattern) + r"\Z")
+
+
+def compile_patterns(patterns: list[str]) -> re.Pattern[str]:
+    """One anchored regular expression matching any of *patterns*."""
+    return re.compile("|".join(rf"(?:{_glob_regex(p)}\Z)" for p in patterns))
+
+
+def _glob_regex(pattern: str) -> str:
     segments = pattern.split("/")
     out: list[str] = []
     for index, segment in enumerate(segments):
@@ -35,7 +80,7 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
         out.append(_translate_segment(segment))
         if not last:
             out.append("/")
-    return re.compile("".join(out) + r"\Z")
+    return "".join(out)
 
 
 def _translate_segment(segment: str) -> str:
@@ -83,12 +128,14 @@ def check_pattern(pattern: object, where: str) -> str:
 @dataclass(frozen=True)
 class Rule:
     index: int
-    pattern: str
+    pattern: str  # as written in the spec (may hold placeholders)
     output: str
     required: str
     note: str
     prefix_link: bool
     regex: re.Pattern[str] = field(compare=False, repr=False)
+    shown: str = ""  # the pattern with placeholders expanded for the target platform
+    platforms: tuple[str, ...] = ()  # empty: every platform
 
     def matches(self, relpath: str) -> bool:
         return self.regex.match(relpath) is not None
@@ -97,7 +144,7 @@ class Rule:
         return self.required == "always" or self.required == ("cuda" if cuda else "cpu")
 
     def describe(self) -> str:
-        return f"rule {self.index} ({self.pattern!r} -> {self.output})"
+        return f"rule {self.index} ({self.shown or self.pattern!r} -> {self.output})"
 
 
 @dataclass(frozen=True)
@@ -114,11 +161,29 @@ class Spec:
     default_output: str
     strict_areas: tuple[str, ...]
     outputs: dict[str, dict[str, Any]]
-    rules: tuple[Rule, ...]
+    rules: tuple[Rule, ...]  # only the rules that apply to target_platform, expanded for it
+    target_platform: str = field(default_factory=host_target_platform)
+    placeholders: dict[str, tuple[str, ...]] = field(default_factory=dict)  # for target_platform
     _strict: tuple[re.Pattern[str], ...] = field(default=(), repr=False)
+    _by_head: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
+    _wild: tuple[Rule, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        self._strict = tuple(compile_pattern(p) for p in self.strict_areas)
+        self._strict = tuple(
+            compile_patterns(expand_pattern(p, self.placeholders)) for p in self.strict_areas
+        )
+        # Index the rules by a literal first path segment: a tree has ~12k files and
+        # most of them (Python sources, headers) can skip most rules' regexes.
+        by_head: dict[str, list[Rule]] = {}
+        wild: list[Rule] = []
+        for rule in self.rules:
+            head = rule.pattern.split("/", 1)[0]
+            if re.search(r"[*?\[{]", head):
+                wild.append(rule)
+            else:
+                by_head.setdefault(head, []).append(rule)
+        self._by_head = {head: tuple(rules) for head, rules in by_head.items()}
+        self._wild = tuple(wild)
 
     @property
     def staged_outputs(self) -> tuple[str, ...]:
@@ -134,7 +199,10 @@ class Spec:
     def classify(self, relpath: str) -> Classification | list[Rule] | None:
         """Classify *relpath*: a :class:`Classification`, the conflicting rules
         (matches of different outputs), or ``None`` (unmatched in a strict area)."""
-        matched = tuple(rule for rule in self.rules if rule.matches(relpath))
+        candidates = self._by_head.get(relpath.split("/", 1)[0], ())
+        if self._wild:
+            candidates = tuple(sorted(candidates + self._wild, key=lambda rule: rule.index))
+        matched = tuple(rule for rule in candidates if rule.matches(relpath))
         outputs = {rule.output for rule in matched}
         if len(outputs) > 1:
             return list(matched)
@@ -163,9 +231,106 @@ class Spec:
         return None
 
 
-def load_spec(path: str | Path | None = None) -> Spec:
-    """Read and validate a spec; every problem is a one-line :class:`MegabuildError`."""
+def expand_pattern(pattern: str, placeholders: dict[str, tuple[str, ...]]) -> list[str]:
+    """Every glob *pattern* stands for: each ``{name}`` replaced by each of its values."""
+    names = _PLACEHOLDER.findall(pattern)
+    if not names:
+        return [pattern]
+    pieces = _PLACEHOLDER.split(pattern)  # literal, name, literal, name, ..., literal
+    out = []
+    for values in itertools.product(*(placeholders[name] for name in names)):
+        text = pieces[0]
+        for value, literal in zip(values, pieces[2::2]):
+            text += value + literal
+        out.append(text)
+    return out
+
+
+def show_pattern(pattern: str, placeholders: dict[str, tuple[str, ...]]) -> str:
+    """``lib/libc10{.dylib,.*.dylib}`` for ``lib/libc10{shlib}`` on osx (for messages)."""
+
+    def one(match: re.Match[str]) -> str:
+        values = placeholders[match.group(1)]
+        return values[0] if len(values) == 1 else "{" + ",".join(values) + "}"
+
+    return _PLACEHOLDER.sub(one, pattern)
+
+
+def _load_platforms(raw: object, where: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The ``platforms`` table: family -> placeholder -> values (every family defines the same names)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise MegabuildError(f"{where}: 'platforms' must be a non-empty object (family -> placeholders)")
+    table: dict[str, dict[str, tuple[str, ...]]] = {}
+    for family, info in raw.items():
+        if not _FAMILY.fullmatch(family) or not isinstance(info, dict):
+            raise MegabuildError(f"{where}: platforms: {family!r} must be a platform family (linux, osx)")
+        values: dict[str, tuple[str, ...]] = {}
+        for name, alternatives in info.items():
+            if name == "note":
+                continue
+            good = (
+                re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
+                and isinstance(alternatives, list)
+                and alternatives
+                and all(isinstance(v, str) and v and "/" not in v and "{" not in v for v in alternatives)
+            )
+            if not good:
+                raise MegabuildError(
+                    f"{where}: platforms.{family}.{name} must be a non-empty list of strings without '/'"
+                )
+            values[name] = tuple(alternatives)
+        table[family] = values
+    names = {frozenset(v) for v in table.values()}
+    if len(names) > 1:
+        raise MegabuildError(f"{where}: every family in 'platforms' must define the same placeholders")
+    return table
+
+
+def _check_expanded(pattern: object, where: str, table: dict[str, dict[str, tuple[str, ...]]]) -> str:
+    """Check *pattern* as written and as expanded for every family in *table*."""
+    pattern = check_pattern(pattern, where)
+    names = set(_PLACEHOLDER.findall(pattern))
+    known = set(next(iter(table.values()))) if table else set()
+    if names - known:
+        raise MegabuildError(
+            f"{where}: pattern {pattern!r} uses unknown placeholder(s) "
+            f"{', '.join('{' + n + '}' for n in sorted(names - known))} (the spec's 'platforms' table has "
+            f"{', '.join('{' + n + '}' for n in sorted(known)) or 'none'})"
+        )
+    for placeholders in table.values():
+        for expanded in expand_pattern(pattern, placeholders):
+            check_pattern(expanded, where)
+    return pattern
+
+
+def _check_rule_platforms(value: object, label: str, families: set[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise MegabuildError(f"{label}: 'platforms' must be a non-empty list such as [\"osx\"]")
+    for item in value:
+        family = item if _FAMILY.fullmatch(item) else platform_family(item)
+        if families and family not in families:
+            raise MegabuildError(
+                f"{label}: platform {item!r} is not in the spec's 'platforms' table "
+                f"({', '.join(sorted(families))})"
+            )
+    return tuple(value)
+
+
+def applies_to(platforms: tuple[str, ...], target_platform: str) -> bool:
+    """A rule's ``platforms`` lists families (``osx``) or platforms (``linux-aarch64``)."""
+    return not platforms or target_platform in platforms or platform_family(target_platform) in platforms
+
+
+def load_spec(path: str | Path | None = None, target_platform: str | None = None) -> Spec:
+    """Read and validate a spec and bind it to *target_platform* (default: the running
+    machine's); every problem is a one-line :class:`MegabuildError`."""
     spec_path = Path(path) if path is not None else DEFAULT_SPEC
+    target = target_platform or host_target_platform()
+    family = platform_family(target)
     try:
         raw = json.loads(spec_path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -198,13 +363,20 @@ def load_spec(path: str | Path | None = None) -> Spec:
     if outputs[default_output].get("variants"):
         raise MegabuildError(f"{where}: the default output cannot have variants")
 
+    table = _load_platforms(raw.get("platforms"), where)
+    if table and family not in table:
+        raise MegabuildError(
+            f"{where} has no rules for target platform {target} (its platforms: {', '.join(table)})"
+        )
+    placeholders = table.get(family, {})
+
     strict = raw.get("strict_areas", [])
     if not isinstance(strict, list):
         raise MegabuildError(f"{where}: 'strict_areas' must be a list")
     strict_patterns = []
     for i, item in enumerate(strict):
         pattern = item.get("pattern") if isinstance(item, dict) else item
-        strict_patterns.append(check_pattern(pattern, f"{where}: strict area {i}"))
+        strict_patterns.append(_check_expanded(pattern, f"{where}: strict area {i}", table))
 
     raw_rules = raw.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
@@ -214,10 +386,10 @@ def load_spec(path: str | Path | None = None) -> Spec:
         label = f"{where}: rule {i}"
         if not isinstance(item, dict):
             raise MegabuildError(f"{label}: must be an object")
-        unknown = set(item) - {"pattern", "output", "required", "note", "prefix_link"}
+        unknown = set(item) - RULE_KEYS
         if unknown:
             raise MegabuildError(f"{label}: unknown keys {sorted(unknown)}")
-        pattern = check_pattern(item.get("pattern"), label)
+        pattern = _check_expanded(item.get("pattern"), label, table)
         output = item.get("output")
         if output not in outputs:
             raise MegabuildError(f"{label} ({pattern!r}): unknown output {output!r}")
@@ -234,8 +406,15 @@ def load_spec(path: str | Path | None = None) -> Spec:
         prefix_link = item.get("prefix_link", False)
         if not isinstance(prefix_link, bool) or (prefix_link and output != default_output):
             raise MegabuildError(f"{label} ({pattern!r}): 'prefix_link' is a boolean for {default_output}")
-        rules.append(Rule(i, pattern, output, required, note, prefix_link, compile_pattern(pattern)))
-    return Spec(spec_path, default_output, tuple(strict_patterns), dict(outputs), tuple(rules))
+        platforms = _check_rule_platforms(item.get("platforms"), f"{label} ({pattern!r})", set(table))
+        if not applies_to(platforms, target):
+            continue  # validated above, but not part of this platform's split
+        regex = compile_patterns(expand_pattern(pattern, placeholders))
+        shown = show_pattern(pattern, placeholders)
+        rules.append(Rule(i, pattern, output, required, note, prefix_link, regex, shown, platforms))
+    return Spec(
+        spec_path, default_output, tuple(strict_patterns), dict(outputs), tuple(rules), target, placeholders
+    )
 
 
 def format_paths(paths: list[str], limit: int = 8) -> str:

@@ -52,11 +52,12 @@ class StageReport:
     stats: MoveStats
     # relpath -> (output, note of the deciding rule) for every file
     assignment: dict[str, tuple[str, str]]
+    target_platform: str = ""
 
     def lines(self) -> list[str]:
         mode = "CUDA" if self.cuda else "CPU"
         head = "would stage" if self.dry_run else "staged"
-        out = [f"split stage ({mode}): {head} {self.tree} -> {self.staging}"]
+        out = [f"split stage ({mode}, {self.target_platform}): {head} {self.tree} -> {self.staging}"]
         out.append(f"  {'output':<34} {'files':>7} {'bytes':>14}")
         for name, total in self.totals.items():
             label = f"{name} (stays in tree)" if name == self.stays else name
@@ -83,7 +84,7 @@ def classify_entries(
             unmatched.append(entry.relpath)
             continue
         if isinstance(result, list):
-            outs = " vs ".join(f"{r.output} ({r.pattern})" for r in result)
+            outs = " vs ".join(f"{r.output} ({r.shown})" for r in result)
             conflicts.append(f"{entry.relpath} [{outs}]")
             for rule in result:
                 hits[rule.index] += 1
@@ -137,7 +138,10 @@ def stage(
 
     problems: list[str] = []
     if unmatched:
-        problems.append(f"{len(unmatched)} file(s) in strict areas match no rule: {format_paths(unmatched)}")
+        problems.append(
+            f"{len(unmatched)} file(s) in strict areas match no rule for {spec.target_platform}: "
+            f"{format_paths(unmatched)}"
+        )
     if conflicts:
         problems.append(
             f"{len(conflicts)} file(s) match rules of different outputs: {format_paths(conflicts)}"
@@ -145,8 +149,8 @@ def stage(
     if missing:
         what = "CUDA" if cuda else "CPU"
         problems.append(
-            f"required for {what} but missing in the tree: "
-            + format_paths([f"{r.pattern} ({r.output})" for r in missing])
+            f"required for {what} on {spec.target_platform} but missing in the tree: "
+            + format_paths([f"{r.shown} ({r.output})" for r in missing])
         )
     for name in variant_outputs:
         has_files = any(c.output == name for c in assigned.values())
@@ -158,6 +162,7 @@ def stage(
     by_rel = {e.relpath: e for e in entries}
     totals: dict[str, OutputTotal] = {}
     moves: list[tuple[Entry, Path, str]] = []  # entry, destination root, staging name
+    roots: dict[str, Path] = {}  # one Path per output, not per file (~10k files)
     for rel, cls in assigned.items():
         if cls.output not in selected:
             continue
@@ -167,7 +172,9 @@ def stage(
             continue
         name = spec.staging_name(cls.output, linalg_variant)
         totals.setdefault(name, OutputTotal()).add(entry)
-        moves.append((entry, staging / name, name))
+        if name not in roots:
+            roots[name] = staging / name
+        moves.append((entry, roots[name], name))
 
     bad_links = _links_left_behind(tree, moves, assigned)
     if bad_links:
@@ -207,18 +214,21 @@ def stage(
         assignment={
             rel: (cls.output, cls.rules[0].note if cls.rules else "default") for rel, cls in assigned.items()
         },
+        target_platform=spec.target_platform,
     )
     if dry_run:
         return report
 
     mover = Mover(stats=report.stats)
     current = ""
+    tree_s = os.fspath(tree)
     try:
         for entry, root, _name in moves:
             current = entry.relpath
             parent = entry.relpath.rpartition("/")[0]
             mover.ensure_dir(root, parent, tree)
-            mover.move(tree / entry.relpath, root / entry.relpath, entry.size)
+            src = os.path.join(tree_s, entry.relpath)
+            mover.move(src, os.path.join(os.fspath(root), entry.relpath), entry.size)
     except (OSError, MegabuildError) as exc:
         failed = mover.rollback()
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -237,17 +247,17 @@ def stage(
 def _blocked_parents(moves: list[tuple[Entry, Path, str]]) -> list[str]:
     """Existing non-directories where the moves need directories."""
     blocked: set[str] = set()
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for entry, root, _name in moves:
-        path = (root / entry.relpath).parent
+        path = os.path.dirname(os.path.join(os.fspath(root), entry.relpath))
         chain = []
-        while path not in seen and path != path.parent:
+        while path not in seen and path != os.path.dirname(path):
             seen.add(path)
             chain.append(path)
-            path = path.parent
+            path = os.path.dirname(path)
         for p in chain:
-            if os.path.lexists(p) and not p.is_dir():
-                blocked.add(str(p))
+            if os.path.lexists(p) and not os.path.isdir(p):
+                blocked.add(p)
     return sorted(blocked)
 
 

@@ -131,7 +131,9 @@ def check(spec: Spec, parts: list[Part], *, cuda: bool, staging: bool) -> list[s
                 result = spec.classify(path)
                 got = None if result is None or isinstance(result, list) else result.output
                 if got != part.output:
-                    misplaced.append(f"{part.label}/{path} (spec: {got or 'no single rule'})")
+                    misplaced.append(
+                        f"{part.label}/{path} (spec for {spec.target_platform}: {got or 'no single rule'})"
+                    )
         if misplaced:
             problems.append(f"files in the wrong output: {format_paths(misplaced)}")
 
@@ -140,9 +142,12 @@ def check(spec: Spec, parts: list[Part], *, cuda: bool, staging: bool) -> list[s
         for rule in spec.rules:
             wanted = rule.output == part.output and rule.required_for(cuda)
             if wanted and not any(rule.matches(p) for p in part.tree_paths):
-                missing.append(f"{rule.pattern} ({part.label})")
+                missing.append(f"{rule.shown} ({part.label})")
     if missing:
-        problems.append(f"required file(s) missing for {'CUDA' if cuda else 'CPU'}: {format_paths(missing)}")
+        problems.append(
+            f"required file(s) missing for {'CUDA' if cuda else 'CPU'} on {spec.target_platform}: "
+            f"{format_paths(missing)}"
+        )
     return problems
 
 
@@ -150,9 +155,10 @@ def check(spec: Spec, parts: list[Part], *, cuda: bool, staging: bool) -> list[s
 class VerifyReport:
     parts: list[Part]
     cuda: bool
+    target_platform: str = ""
 
     def lines(self) -> list[str]:
-        out = [f"split verify ({'CUDA' if self.cuda else 'CPU'}): partition OK"]
+        out = [f"split verify ({'CUDA' if self.cuda else 'CPU'}, {self.target_platform}): partition OK"]
         for part in self.parts:
             out.append(f"  {part.label:<34} {len(part.paths):>7} files")
         return out
@@ -172,4 +178,4 @@ def verify(
     problems += check(spec, parts, cuda=cuda, staging=staging is not None)
     if problems:
         raise MegabuildError("verify failed: " + "; ".join(problems))
-    return VerifyReport(parts, cuda)
+    return VerifyReport(parts, cuda, spec.target_platform)
