@@ -5,4 +5,4 @@
 # shellcheck disable=SC2154
 set -euo pipefail
 PYTHONPATH="$RECIPE_DIR" "$BUILD_PREFIX/bin/python" -m megabuild split install libtorch \
-    --staging "$SRC_DIR/_megabuild/staging" --prefix "$PREFIX"
+    --staging "$SRC_DIR/_megabuild/staging" --prefix "$PREFIX" --target-platform "${target_platform}"

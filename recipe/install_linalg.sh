@@ -10,4 +10,4 @@ case "${with_magma}" in
     *) echo "install_linalg.sh: with_magma must be true or false, got '${with_magma}'" >&2; exit 1 ;;
 esac
 PYTHONPATH="$RECIPE_DIR" "$BUILD_PREFIX/bin/python" -m megabuild split install "libtorch-cuda-linalg-${variant}" \
-    --staging "$SRC_DIR/_megabuild/staging" --prefix "$PREFIX"
+    --staging "$SRC_DIR/_megabuild/staging" --prefix "$PREFIX" --target-platform "${target_platform}"
