@@ -45,6 +45,14 @@ export CMAKE_BUILD_TYPE=Release
 export CMAKE_PREFIX_PATH="$PREFIX"
 export CMAKE_LIBRARY_PATH="$PREFIX/lib:$PREFIX/include${CMAKE_LIBRARY_PATH:+:$CMAKE_LIBRARY_PATH}"
 export Python_ROOT_DIR="$PREFIX"
+# conda-forge's Linux compiler activation puts -DCMAKE_FIND_ROOT_PATH=$PREFIX;$BUILD_PREFIX/<triplet>/sysroot
+# and CMAKE_FIND_ROOT_PATH_MODE_{INCLUDE,LIBRARY}=ONLY into CMAKE_ARGS (nvcc's activation appends a
+# second find root, and CMake uses the last), which patch 0002 passes to cmake. Every find_path()
+# into the source tree is then re-rooted under $PREFIX and fails; FindMKLDNN (third_party/ideep)
+# just reports "MKLDNN source files not found!" and USE_MKLDNN turns OFF. Paths already under a
+# root are not re-rooted, so $SRC_DIR joins every entry. (macOS: no entry, CMAKE_ARGS unchanged.)
+CMAKE_ARGS="$(run_megabuild cmake-args add-find-root "$SRC_DIR")"
+export CMAKE_ARGS
 # One compile job per core gets OOM-killed on conda-forge's 16-vCPU / 64 GB runners
 # (nvcc and the big torch_cpu units need several GB each); the pytorch-cpu feedstock
 # caps CI builds at 8 jobs. Local builds use CPU_COUNT as build-locally.py chose it
@@ -109,10 +117,12 @@ case "${blas_impl}" in
         export BLAS=MKL
         ;;
     generic)
-        # conda-forge's libblas/liblapack are OpenBLAS-compatible by default
-        # and switchable at install time.
-        export BLAS=OpenBLAS
-        export OpenBLAS_HOME="$PREFIX"
+        # conda-forge's generic BLAS is the netlib-named interface (libblas/libcblas/
+        # liblapack.so.3, netlib builds in the host env), switchable at install time; there
+        # is no library named openblas, which BLAS=OpenBLAS (FindOpenBLAS.cmake, REQUIRED)
+        # insists on. The Generic branch (patched: blas + cblas, BLAS_USE_CBLAS_DOT) links
+        # the netlib names; LAPACK comes from find_package(LAPACK).
+        export BLAS=Generic
         ;;
     *)
         echo "build.sh: unsupported blas_impl '${blas_impl}'" >&2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -235,27 +236,52 @@ def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
     print("\n".join(lines))
 
 
+def test_setup_py_runs_ninja_with_build_sh_max_jobs(run: RunResult) -> None:
+    """build.sh decides MAX_JOBS (capped on CI); setup.py hands exactly that to Ninja as -j."""
+    log = run.step("libtorch-split").log.read_text(errors="replace")
+    decided = re.findall(r"^compile jobs: MAX_JOBS=(\d+)", log, re.MULTILINE)
+    used = re.findall(r"^\[minitorch\] \+ cmake --build \S+ -j (\d+)$", log, re.MULTILINE)
+    assert decided and used, "no MAX_JOBS / cmake --build lines in the top-level log"
+    assert set(used) == {decided[-1]}, (decided, used)
+    assert f"[minitorch] MAX_JOBS={decided[-1]}" in log
+
+
 # ------------------------------------------------------------------------------------------------
 # solve, install, import
 # ------------------------------------------------------------------------------------------------
 
 IMPORT_CHECK = (
-    "import json, torch\n"
+    "import json, os, sysconfig, torch\n"
+    "dot = torch._C._zdotu([1 + 2j, 3 - 1j], [2 - 1j, 1 + 1j])\n"
+    "maps = {line.split()[-1] for line in open('/proc/self/maps') if len(line.split()) >= 6}\n"
     "print(json.dumps({'version': torch.__version__, 'cuda': torch.cuda, 'file': torch.__file__,\n"
     "  'has_magma': torch.has_magma(), 'compiled_with_magma': torch._C._compiled_with_magma(),\n"
     "  'linalg': torch._C._linalg_library(), 'sum': torch.ones_sum(3),\n"
-    "  'numpy': torch.ones_numpy(2).tolist(), 'py': torch._C._compiled_python()}))\n"
+    "  'numpy': torch.ones_numpy(2).tolist(), 'py': torch._C._compiled_python(),\n"
+    "  'mkldnn': torch.backends.mkldnn.is_available(), 'config': torch.__config__.show(),\n"
+    "  'zdotu': [dot.real, dot.imag], 'loaded': sorted(os.path.basename(m) for m in maps),\n"
+    "  'sysconfig_prefix': sysconfig.get_config_var('prefix'),\n"
+    "  'sysconfig_includepy': sysconfig.get_config_var('INCLUDEPY'),\n"
+    "  'sysconfig_include': sysconfig.get_paths()['include']}))\n"
 )
 
 
+_ENVS: dict[tuple[str, ...], tuple[Path, dict[str, str], dict]] = {}
+
+
 def _install(run: RunResult, specs: list[str], name: str) -> tuple[Path, dict[str, str], dict]:
+    """Solve, install and import; an env is made once per run and spec list (tests share them)."""
+    key = (str(run.work), *specs)
+    if key in _ENVS:
+        return _ENVS[key]
     prefix = run.work / "envs" / name
     solved = channel.create_env(
         run.channel, specs, prefix, run.work / "cache" / "rattler", {"__cuda": "12.6"}
     )
     proc = channel.run_in_env(prefix, IMPORT_CHECK, run.work / "home")
     assert proc.returncode == 0, f"{specs}: import failed\n{proc.stdout}\n{proc.stderr}"
-    return prefix, solved, json.loads(proc.stdout.strip().splitlines()[-1])
+    _ENVS[key] = (prefix, solved, json.loads(proc.stdout.strip().splitlines()[-1]))
+    return _ENVS[key]
 
 
 @pytest.mark.parametrize("index", [0, 1])
@@ -271,6 +297,52 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     assert info["has_magma"] is True
     assert info["compiled_with_magma"] is False  # libtorch_cuda is the nomagma pass's
     assert Path(info["linalg"]).resolve().is_relative_to(prefix.resolve())
+
+
+def test_installed_pytorch_has_mkldnn(run: RunResult) -> None:
+    """oneDNN is found in the source tree (third_party/ideep) although conda-forge's activation
+    restricts CMake's include/library lookups to CMAKE_FIND_ROOT_PATH: build.sh adds $SRC_DIR
+    to every find root, nvcc's second entry (the one CMake uses) included."""
+    py = sorted(run.pythons)[-1]
+    _, _, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
+    print(f"\n{info['config']}")
+    assert info["mkldnn"] is True, "USE_MKLDNN went OFF:\n" + _configure_lines(run, "MKLDNN")
+    assert "USE_MKLDNN=ON" in info["config"]
+
+
+def _configure_lines(run: RunResult, word: str) -> str:
+    log = run.step("libtorch-split").log.read_text(errors="replace")
+    return "\n".join(
+        line for line in log.splitlines() if word in line and not line.startswith("[minitorch] +")
+    )
+
+
+def test_generic_blas_is_the_switchable_netlib_interface(run: RunResult) -> None:
+    """Generic BLAS links the netlib names (libblas/libcblas/liblapack.so.3), never a library
+    named openblas, and does complex dot products through cblas; at run time the names resolve
+    to the OpenBLAS the solver installed (nomkl -> *_openblas builds -> libopenblas.so.0)."""
+    (libtorch,) = run.packages_named("libtorch")
+    needed = dynamic_info(libtorch.root / "lib/libtorch_cpu.so").needed
+    print(f"\nlibtorch_cpu DT_NEEDED: {needed}")
+    assert {"libblas.so.3", "libcblas.so.3", "liblapack.so.3"} <= set(needed), needed
+    assert not [n for n in needed if "openblas" in n], needed
+    py = sorted(run.pythons)[0]
+    _, solved, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
+    assert "BLAS_INFO=generic" in info["config"] and "LAPACK_INFO=generic" in info["config"], info["config"]
+    assert "BLAS_USE_CBLAS_DOT=ON" in info["config"], info["config"]
+    assert info["zdotu"] == [8.0, 5.0]  # (1+2j)(2-1j) + (3-1j)(1+1j), through cblas_zdotu_sub
+    assert solved["libblas"].endswith("_openblas"), solved
+    assert "libopenblas.so.0" in info["loaded"], info["loaded"]
+
+
+def test_installed_python_sysconfig_points_into_the_env(run: RunResult) -> None:
+    """conda relocates python's _sysconfigdata at install: headers (cpp_extension, inductor's C++
+    JIT) are looked up in the env, not where the interpreter was built."""
+    py = sorted(run.pythons)[0]
+    prefix, _, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
+    for key in ("sysconfig_prefix", "sysconfig_includepy", "sysconfig_include"):
+        assert Path(info[key]).is_relative_to(prefix), (key, info[key], prefix)
+    assert (Path(info["sysconfig_include"]) / "Python.h").is_file()
 
 
 def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:

@@ -7,7 +7,9 @@
   path, holding the host requirements the harness knows how to provide (Python + pip packages,
   earlier outputs of this run, the libmagma stand-in); other requirements are listed as ignored;
 * the environment is conda-build's variables and nothing else from the caller (PATH: ``$PREFIX/bin``,
-  ``$BUILD_PREFIX/bin``, the directories of cmake/ninja/the compilers, ``/usr/bin:/bin``);
+  ``$BUILD_PREFIX/bin``, the directories of cmake/ninja/the compilers, ``/usr/bin:/bin``), plus what
+  conda-forge's compiler activation exports (``CMAKE_ARGS`` with its find roots, ``CFLAGS``,
+  ``LDFLAGS``, ...; nvcc's too for CUDA configs; see ``activation``);
 * files new in ``$PREFIX`` after an output's script are that output's package (a real ``.conda``).
 
 The scripts are the real ``recipe/*.sh`` and helpers, unchanged; ``RECIPE_DIR`` is the real
@@ -29,10 +31,14 @@ from typing import Any
 
 import yaml
 
-from tests.harness import ninja
+from tests.harness import activation, ninja
 from tests.harness.packaging import (
+    BLAS_NAMES,
     Package,
+    blas_netlib_packages,
+    blas_runtime_package,
     build_conda,
+    build_stand_in_project,
     empty_package,
     install_package_files,
     magma_packages,
@@ -47,6 +53,7 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO / "recipe"
 FIXTURE = REPO / "tests" / "fixture" / "minitorch"
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
+BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 
 if str(REPO / "scripts") not in sys.path:
     sys.path.insert(0, str(REPO / "scripts"))
@@ -57,6 +64,9 @@ PIP_PROVIDED = {"numpy": "numpy", "pip": "pip", "setuptools": "setuptools", "whe
                 "pyyaml": "pyyaml", "typing_extensions": "typing_extensions"}  # fmt: skip
 ALWAYS_WITH_PYTHON = ("pip", "setuptools", "wheel", "numpy")
 MAGMA_NAMES = ("libmagma", "libmagma-devel")
+# the channel's stand-in records that get real files (blas_runtime_package)
+RUNTIME_BLAS_NAMES = (*BLAS_NAMES, "libopenblas")
+TARGET_PLATFORM = "linux-64"
 # Variant keys that legitimately split an output (megabuild). Used only to detect render anomalies.
 SPLITTING_KEYS = {"libtorch-cuda-linalg": ("with_magma",), "pytorch": ("python",)}
 
@@ -224,8 +234,8 @@ def base_env(work: Path, cpu_count: int) -> dict[str, str]:
         "CPU_COUNT": str(cpu_count),
         "CONDA_BUILD": "1",
         "SHLIB_EXT": ".so",
-        "target_platform": "linux-64",
-        "build_platform": "linux-64",
+        "target_platform": TARGET_PLATFORM,
+        "build_platform": TARGET_PLATFORM,
     }
 
 
@@ -268,6 +278,14 @@ def script_env(
     for key in ("cuda_compiler_version", "blas_impl", "megabuild", "python", *extra_keys):
         if key in variant:
             env[key] = str(variant[key])
+    # the build env's compilers (and nvcc) are activated before the script runs
+    cuda = str(variant.get("cuda_compiler_version", "None")) != "None"
+    env.update(
+        activation.activation_env(
+            TARGET_PLATFORM, prefix=prefix, build_prefix=build_prefix, src_dir=src_dir, pkg_name=pkg_name,
+            pkg_version=version, cuda=cuda,
+        )
+    )  # fmt: skip
     return env
 
 
@@ -328,6 +346,8 @@ class Runner:
         self.packages: dict[str, Package] = {}
         self.stand_ins: dict[str, Package] = {}
         self.magma: tuple[Package, Package] | None = None
+        self.blas_install: Path | None = None
+        self.netlib: list[Package] | None = None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -349,12 +369,24 @@ class Runner:
 
     def _magma(self) -> tuple[Package, Package]:
         if self.magma is None:
-            env = {
-                "PATH": os.pathsep.join([*tool_dirs(), "/usr/bin", "/bin"]),
-                "HOME": str(self.work / "home"),
-            }
-            self.magma = magma_packages(MAGMA_FIXTURE, self.work / "stand-ins", env)
+            self.magma = magma_packages(MAGMA_FIXTURE, self.work / "stand-ins", self._stand_in_env())
         return self.magma
+
+    def _stand_in_env(self) -> dict[str, str]:
+        return {"PATH": os.pathsep.join([*tool_dirs(), "/usr/bin", "/bin"]), "HOME": str(self.work / "home")}
+
+    def _blas(self) -> Path:
+        """Install dir of the BLAS stand-in project (built once per run)."""
+        if self.blas_install is None:
+            self.blas_install = build_stand_in_project(
+                BLAS_FIXTURE, self.work / "stand-ins", "libblas", self._stand_in_env()
+            )
+        return self.blas_install
+
+    def _netlib(self) -> list[Package]:
+        if self.netlib is None:
+            self.netlib = blas_netlib_packages(self._blas(), self.work / "stand-ins")
+        return self.netlib
 
     def _host_prefix(
         self, host: Sequence[str], variant: Mapping[str, str]
@@ -389,6 +421,9 @@ class Runner:
             if name in MAGMA_NAMES:
                 # a stand-in for whatever MAGMA version the pinning asks for
                 candidates += [p for p in self._magma() if p.record["name"] == name]
+            if name in BLAS_NAMES:
+                # conda-forge pins host BLAS to the netlib builds (`libblas 3.9.* *netlib`)
+                candidates += [p for p in self._netlib() if _matches(spec, p.record)]
             if not candidates:
                 if requested:
                     ignored.append(spec)
@@ -419,6 +454,10 @@ class Runner:
         # the outputs' build requirements); tools come from the caller's cmake/ninja/compilers.
         build_py = pick_python("3.12", self.all_pythons)
         python_prefix(build_py, self.build_prefix, ())
+        # the binutils the activation's CMAKE_ARGS name (<triplet>-ar, ...) live in the build env
+        missing = activation.install_binutils(self.build_prefix, TARGET_PLATFORM)
+        if missing:
+            self.notes.append(f"build env: no tool here for {', '.join(missing)}")
 
     def run(self) -> RunResult:
         t0 = time.monotonic()
@@ -556,7 +595,8 @@ class Runner:
         self.log(f"--> {pkg.dist}: metapackage (no script)")
 
     def _stand_ins(self, built: Sequence[Any], rewrites: Mapping[str, str]) -> None:
-        """python/numpy per Python, libmagma(-devel), and empty packages for every other dependency."""
+        """python/numpy per Python, libmagma(-devel), OpenBLAS behind the netlib names, and empty
+        packages for every other dependency."""
         from feedstock.channel import stand_in_records
 
         stand_dir = self.work / "stand-ins"
@@ -571,7 +611,11 @@ class Runner:
             name = rec["name"]
             if name in ("python", "numpy", *MAGMA_NAMES):
                 continue  # real ones below
-            pkg = empty_package(rec, stand_dir)
+            pkg = None
+            if name in RUNTIME_BLAS_NAMES:
+                pkg = blas_runtime_package(rec, self._blas(), stand_dir / "blas-runtime")
+            if pkg is None:
+                pkg = empty_package(rec, stand_dir)
             build_conda(pkg, self.channel)
             self.stand_ins[pkg.dist] = pkg
         for pkg in real:

@@ -19,6 +19,9 @@ from tests.support.pythons import CPython, make_conda_like_prefix
 
 TIMESTAMP = 1_767_225_600_000
 COMPRESSION_LEVEL = 3  # conda-build uses ~19; 3 keeps the test fast and the files still real
+# What conda-build records as a text file's prefix placeholder is the host prefix it was built
+# in (a long ``_h_env_placehold...`` path); any string unlikely to occur otherwise works.
+PREFIX_PLACEHOLDER = "/opt/conda-harness-prefix_placehold_placehold_placehold_placehold"
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Package:
     root: Path  # directory holding the files (relative paths) and info/
     files: list[str] = field(default_factory=list)
     conda_file: Path | None = None
+    # relative path -> placeholder: text files the installer rewrites to the target prefix
+    # (paths.json ``prefix_placeholder`` with ``file_mode: text``, as conda-build records them)
+    placeholders: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -64,14 +70,15 @@ def write_info(pkg: Package, about: Mapping[str, Any] | None = None) -> None:
         if path.is_symlink():
             paths.append({"_path": rel, "path_type": "softlink", "size_in_bytes": 0})
         else:
-            paths.append(
-                {
-                    "_path": rel,
-                    "path_type": "hardlink",
-                    "sha256": _sha256(path),
-                    "size_in_bytes": path.stat().st_size,
-                }
-            )
+            entry: dict[str, Any] = {
+                "_path": rel,
+                "path_type": "hardlink",
+                "sha256": _sha256(path),
+                "size_in_bytes": path.stat().st_size,
+            }
+            if rel in pkg.placeholders:
+                entry.update({"file_mode": "text", "prefix_placeholder": pkg.placeholders[rel]})
+            paths.append(entry)
     (info / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}, indent=2) + "\n")
     (info / "files").write_text("".join(f"{rel}\n" for rel in sorted(pkg.files)))
     about_data = {
@@ -159,8 +166,14 @@ def relativize_rpath(path: Path, installed_as: Path, prefix: Path) -> bool:
 
 
 def install_package_files(pkg: Package, prefix: Path) -> None:
-    """Put a package's files into a host prefix (what conda does when it links a host dependency)."""
+    """Put a package's files into a host prefix (what conda does when it links a host dependency),
+    rewriting the prefix placeholder of its text files to ``prefix``."""
     copy_tree_files(pkg.root, pkg.files, prefix)
+    for rel, placeholder in pkg.placeholders.items():
+        target = prefix / rel
+        text = target.read_text()
+        target.unlink()  # never write through to the package's own file
+        target.write_text(text.replace(placeholder, str(prefix)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,10 +191,25 @@ def next_minor(short: str) -> str:
 
 
 def python_package(cpython: CPython, work: Path) -> Package:
-    """``python`` built from the conda-like prefix layout of one CPython (stdlib entries as symlinks)."""
+    """``python`` built from the conda-like prefix layout of one CPython (stdlib entries as symlinks).
+
+    ``_sysconfigdata_*.py`` is a real file whose install prefix is the placeholder, so that an
+    installed env's ``sysconfig`` (``get_config_var('prefix')``, ``INCLUDEPY``, ... which
+    ``torch.utils.cpp_extension`` and inductor use to find headers) points into that env, as
+    conda's relocation of python's has_prefix files does.
+    """
     root = work / f"python-{cpython.short}"
     make_conda_like_prefix(cpython, root, packages=())
-    (root / "lib" / f"python{cpython.short}" / "site-packages").rmdir()
+    stdlib = root / "lib" / f"python{cpython.short}"
+    (stdlib / "site-packages").rmdir()
+    placeholders: dict[str, str] = {}
+    for link in stdlib.glob("_sysconfigdata_*.py"):
+        text = link.resolve().read_text()
+        link.unlink()
+        link.write_text(text.replace(str(cpython.root), PREFIX_PLACEHOLDER))
+        placeholders[link.relative_to(root).as_posix()] = PREFIX_PLACEHOLDER
+    if not placeholders:
+        raise RuntimeError(f"{cpython}: no _sysconfigdata_*.py in {stdlib}")
     files = sorted(snapshot(root))
     record = {
         "name": "python",
@@ -193,7 +221,7 @@ def python_package(cpython: CPython, work: Path) -> Package:
         "subdir": "linux-64",
         "license": "Python-2.0",
     }
-    return Package(record, root, files)
+    return Package(record, root, files, placeholders=placeholders)
 
 
 def numpy_package(cpython: CPython, work: Path, cache_dir: Path | None = None) -> Package:
@@ -228,42 +256,94 @@ def numpy_package(cpython: CPython, work: Path, cache_dir: Path | None = None) -
     return Package(record, root, sorted(snapshot(root)))
 
 
-def magma_packages(source_dir: Path, work: Path, env: Mapping[str, str]) -> tuple[Package, Package]:
-    """Build the stub magma project and split it like conda-forge: libmagma, libmagma-devel."""
-    build, install = work / "libmagma-build", work / "libmagma-install"
+def build_stand_in_project(source_dir: Path, work: Path, name: str, env: Mapping[str, str]) -> Path:
+    """Configure, build and install a stand-in CMake project; returns its install dir."""
+    build, install = work / f"{name}-build", work / f"{name}-install"
     for path in (build, install):
         if path.exists():
             shutil.rmtree(path)
     run_env = dict(env)
-    subprocess.run(
+    for cmd in (
         ["cmake", "-S", str(source_dir), "-B", str(build), "-GNinja", "-DCMAKE_BUILD_TYPE=Release",
          f"-DCMAKE_INSTALL_PREFIX={install}"],
-        check=True, capture_output=True, text=True, env=run_env,
-    )  # fmt: skip
-    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, text=True, env=run_env)
-    subprocess.run(
-        ["cmake", "--install", str(build)], check=True, capture_output=True, text=True, env=run_env
-    )
+        ["cmake", "--build", str(build)],
+        ["cmake", "--install", str(build)],
+    ):  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True, text=True, env=run_env)
+    return install
+
+
+def _stand_in(record: Mapping[str, Any], install: Path, files: Sequence[str], root: Path) -> Package:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    copy_tree_files(install, files, root)
+    return Package(dict(record), root, sorted(files))
+
+
+def magma_packages(source_dir: Path, work: Path, env: Mapping[str, str]) -> tuple[Package, Package]:
+    """Build the stub magma project and split it like conda-forge: libmagma, libmagma-devel."""
+    install = build_stand_in_project(source_dir, work, "libmagma", env)
     files = sorted(snapshot(install))
     runtime = [f for f in files if f.startswith("lib/libmagma.so")]
     devel = [f for f in files if f not in runtime]
     version = "2.9.0"
-    lib = Package(
+    lib = _stand_in(
         {"name": "libmagma", "version": version, "build": "h0_0", "build_number": 0, "depends": [],
          "constrains": [], "subdir": "linux-64"},
-        work / "libmagma", runtime,
+        install, runtime, work / "libmagma",
     )  # fmt: skip
-    dev = Package(
+    dev = _stand_in(
         {"name": "libmagma-devel", "version": version, "build": "h0_0", "build_number": 0,
          "depends": [f"libmagma {version} h0_0"], "constrains": [], "subdir": "linux-64"},
-        work / "libmagma-devel", devel,
+        install, devel, work / "libmagma-devel",
     )  # fmt: skip
-    for pkg in (lib, dev):
-        if pkg.root.exists():
-            shutil.rmtree(pkg.root)
-        pkg.root.mkdir(parents=True)
-        copy_tree_files(install, pkg.files, pkg.root)
     return lib, dev
+
+
+BLAS_NAMES = ("libblas", "libcblas", "liblapack")
+NETLIB_VERSION, NETLIB_BUILD = "3.9.0", "5_h0_netlib"
+
+
+def blas_netlib_packages(install: Path, work: Path) -> list[Package]:
+    """libblas, libcblas (with cblas.h), liblapack as the netlib builds a generic-BLAS host env
+    gets (lapack-feedstock: each ships lib<name>.so{,.3,.3.9.0}; cblas and lapack need libblas)."""
+    packages = []
+    for name in BLAS_NAMES:
+        files = [f for f in snapshot(install) if Path(f).name.startswith(f"{name}.so")]
+        if name == "libcblas":
+            files.append("include/cblas.h")
+        depends = [] if name == "libblas" else [f"libblas {NETLIB_VERSION} {NETLIB_BUILD}"]
+        record = {"name": name, "version": NETLIB_VERSION, "build": NETLIB_BUILD, "build_number": 5,
+                  "depends": depends, "constrains": [], "track_features": "blas_netlib",
+                  "subdir": "linux-64"}  # fmt: skip
+        packages.append(_stand_in(record, install, files, work / f"{name}-netlib"))
+    return packages
+
+
+def blas_runtime_package(record: Mapping[str, Any], install: Path, work: Path) -> Package | None:
+    """Files for the channel's runtime BLAS stand-in ``record``, or None if it stays empty.
+
+    ``libopenblas`` ships ``libopenblas.so.0``; the ``*_openblas`` builds of libblas, libcblas
+    and liblapack ship ``lib<name>.so.3`` and ``lib<name>.so`` as symlinks to it (blas-feedstock's
+    build_pkg.sh), so a libtorch linked against the netlib SONAMEs runs on OpenBLAS. The ``*_mkl``
+    builds stay empty: the harness has no MKL.
+    """
+    name, build = str(record["name"]), str(record["build"])
+    rec = {k: v for k, v in record.items() if k != "noarch"}
+    rec["subdir"] = "linux-64"
+    root = work / f"{name}-{rec['version']}-{build}"
+    if name == "libopenblas":
+        return _stand_in(rec, install, ["lib/libopenblas.so.0"], root)
+    if name in BLAS_NAMES and build.endswith("_openblas"):
+        if root.exists():
+            shutil.rmtree(root)
+        (root / "lib").mkdir(parents=True)
+        files = [f"lib/{name}.so.3", f"lib/{name}.so"]
+        for rel in files:
+            (root / rel).symlink_to("libopenblas.so.0")
+        return Package(rec, root, files)
+    return None
 
 
 def empty_package(record: Mapping[str, Any], work: Path) -> Package:
@@ -295,8 +375,12 @@ def remove_tree(path: Path) -> None:
 
 
 __all__ = [
+    "BLAS_NAMES",
     "Package",
+    "blas_netlib_packages",
+    "blas_runtime_package",
     "build_conda",
+    "build_stand_in_project",
     "empty_package",
     "fmt_size",
     "install_package_files",

@@ -38,6 +38,21 @@ def relocate_sysconfigdata(cpython: CPython, prefix: Path) -> None:
         link.write_text(text.replace(str(cpython.root), str(prefix)))
 
 
+def materialize_include(cpython: CPython, prefix: Path) -> None:
+    """Make ``include/pythonX.Y`` a real directory (make_conda_like_prefix symlinks it).
+
+    conda links a package's files into the env (hard links into the package cache), so the
+    headers really are under ``$PREFIX``. With conda-forge's ``CMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY``
+    CMake rejects a header directory that only reaches the prefix through a symlink pointing out
+    of it (FindPython: "missing: Python_INCLUDE_DIRS").
+    """
+    include = prefix / "include" / f"python{cpython.short}"
+    if include.is_symlink():
+        target = include.resolve()
+        include.unlink()
+        shutil.copytree(target, include, symlinks=True)
+
+
 # Installed separately from make_conda_like_prefix, which verifies its packages by importing each
 # distribution name in one process: pyyaml imports as ``yaml``, and on Python < 3.12 importing
 # setuptools after pip (which loaded the stdlib distutils) trips setuptools' distutils hack.
@@ -51,6 +66,7 @@ def python_prefix(
     others = [p for p in packages if p.lower() in IMPORT_NAME_DIFFERS]
     make_conda_like_prefix(cpython, prefix, packages=tuple(direct), cache_dir=cache_dir)
     relocate_sysconfigdata(cpython, prefix)
+    materialize_include(cpython, prefix)
     site_packages = prefix / "lib" / f"python{cpython.short}" / "site-packages"
     if others:
         pip_install_target(cpython.short, site_packages, others, cache_dir)
