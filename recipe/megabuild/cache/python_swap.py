@@ -38,6 +38,13 @@ sysconfig paths and ``numpy.get_include()`` become the source of truth; a
 disagreement with ``--to`` is an error. Otherwise (string mode) a full
 ``--to X.Y.Z`` is needed wherever the cache records a patch level.
 
+It is run as CMake runs it, not isolated (``-I``): under conda-forge's
+cross-python (linux-aarch64 built on linux-64) ``$PREFIX/bin/python`` is
+crossenv, which needs the environment it sets up itself; only our own
+``PYTHON*`` variables are kept away from it (see ``query_environment``). The
+NumPy include dir is taken from the interpreter even outside the host prefix,
+because crossenv's numpy is the build env's (see ``_numpy_moves``).
+
 The swap fails, leaving the file untouched, if the cache was configured with
 another Python than ``--from``, if no reference to it is found, or if a
 reference to the old version remains in a Python-related entry afterwards.
@@ -49,6 +56,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -71,7 +79,11 @@ _SPLIT = re.compile(r"([;\[\]])")
 _VERSION_ARG = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 _QUERY = r"""
-import json, sys, sysconfig
+import sys
+# What -I's safe path did: the working directory ($SRC_DIR) must not shadow a module.
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
+import json, sysconfig
 info = {"version": list(sys.version_info[:3]), "soabi": sysconfig.get_config_var("SOABI") or "",
         "prefix": sys.prefix, "numpy_include": None, "numpy_error": None,
         "paths": {k: sysconfig.get_path(k)
@@ -80,7 +92,9 @@ try:
     import numpy
     info["numpy_include"] = numpy.get_include()
 except Exception as exc:
-    info["numpy_error"] = "%s: %s" % (type(exc).__name__, exc)
+    # numpy's ImportError spans a page; its last line names the cause.
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [""]
+    info["numpy_error"] = "%s: %s" % (type(exc).__name__, lines[-1])
 sys.stdout.write(json.dumps(info))
 """
 
@@ -167,10 +181,14 @@ def host_prefix(cache: CacheFile) -> tuple[str, str]:
 
 
 class _Rewriter:
-    def __init__(self, old: PyVersion, new: PyVersion, prefix: str) -> None:
+    def __init__(
+        self, old: PyVersion, new: PyVersion, prefix: str, moved: Mapping[str, str] | None = None
+    ) -> None:
         self.old = old
         self.new = new
         self.prefix = prefix
+        # Whole path atoms replaced as they are, wherever they lie (see _numpy_moves).
+        self.moved = dict(moved or {})
         o_dot = re.escape(old.short)
         self.path_rules = [
             (re.compile(rf"(?<![A-Za-z0-9])((?:lib)?[Pp]ython){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
@@ -198,6 +216,8 @@ class _Rewriter:
         return text
 
     def rewrite_atom(self, atom: str, key: str) -> str:
+        if atom in self.moved:
+            return self.moved[atom]
         if _is_path(atom):
             parts = _split_prefix(atom, self.prefix)
             if parts is None:
@@ -211,7 +231,9 @@ class _Rewriter:
 
     def is_foreign(self, value: str) -> bool:
         paths = [a for a in _SPLIT.split(value) if _is_path(a)]
-        return bool(paths) and all(_split_prefix(a, self.prefix) is None for a in paths)
+        return bool(paths) and all(
+            _split_prefix(a, self.prefix) is None and a not in self.moved for a in paths
+        )
 
     def rewrite_value(self, key: str, value: str) -> str:
         if PROPERTIES_KEY.fullmatch(key):
@@ -263,10 +285,44 @@ def recorded_version(cache: CacheFile, prefix: str) -> PyVersion | None:
     return None
 
 
+def query_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the cache's interpreter is queried in: ours without ``PYTHON*`` variables.
+
+    Why not ``python -I`` (or ``-E``): under conda-forge's cross-python,
+    ``$PREFIX/bin/python`` is a shim that execs crossenv's wrapper script, and
+    that wrapper sets PYTHONHOME/PYTHONPATH (crossenv's ``site`` hook, the build
+    env's lib-dynload and site-packages) before exec'ing the build machine's
+    interpreter with *our* flags. ``-I`` therefore disables crossenv in the
+    interpreter that answers: it then runs against the host env's stdlib,
+    lib-dynload and site-packages, whose extension modules are built for the
+    target, so ``import numpy`` fails. CMake's FindPython runs the interpreter
+    with no such flag and gets crossenv's answers (the build env's numpy); the
+    swap has to write what CMake would.
+
+    What ``-I`` legitimately kept out is ours to drop instead: PYTHONPATH (the
+    recipe's scripts set it to $RECIPE_DIR), PYTHONHOME, PYTHONSTARTUP and
+    friends are removed from the environment we pass (the wrapper sets its own),
+    ``-s`` keeps user site-packages out and the query script drops the working
+    directory from ``sys.path``. Variables crossenv and conda's Python read
+    without the ``PYTHON`` prefix (``_PYTHON_SYSCONFIGDATA_NAME``,
+    ``_CONDA_PYTHON_SYSCONFIGDATA_NAME``, ...) pass through: ``-I`` never
+    blocked them and CMake sees them too.
+    """
+    source = os.environ if environ is None else environ
+    return {key: value for key, value in source.items() if not key.upper().startswith("PYTHON")}
+
+
 def query_interpreter(executable: str) -> Interpreter:
     try:
         out = subprocess.run(
-            [executable, "-I", "-c", _QUERY], capture_output=True, text=True, timeout=120, check=False
+            # -B: importing must not leave __pycache__ files behind in $PREFIX (package contents).
+            [executable, "-s", "-B", "-c", _QUERY],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=query_environment(),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise MegabuildError(f"cannot run the cache's interpreter {executable}: {exc}") from None
@@ -328,7 +384,8 @@ def swap_python(
             )
         new = got
 
-    rewriter = _Rewriter(old, new, prefix)
+    moved = _numpy_moves(cache, interpreter) if interpreter is not None else {}
+    rewriter = _Rewriter(old, new, prefix, moved)
     result = SwapResult(old, new, "interpreter" if interpreter else "string", prefix)
     for entry in list(cache.entries()):
         if not is_python_key(entry.key) or rewriter.is_foreign(entry.value):
@@ -355,6 +412,30 @@ def swap_python(
     return result
 
 
+def _numpy_moves(cache: CacheFile, interp: Interpreter) -> dict[str, str]:
+    """The cache's NumPy include dir -> ``numpy.get_include()`` of the new interpreter.
+
+    Mapped as a whole path, wherever it lies: natively numpy sits in the host
+    env, but under conda-forge's cross-python FindPython gets crossenv's answer,
+    the build env's numpy ($BUILD_PREFIX/venv/lib/python3.X/site-packages/...),
+    outside the host prefix that the version rewriting is confined to. The same
+    path inside ``FIND_PACKAGE_MESSAGE_DETAILS_Python`` follows. Taking the
+    interpreter's answer also covers numpy 1.x (``numpy/core/include``) versus
+    numpy 2 (``numpy/_core/include``).
+    """
+    moved: dict[str, str] = {}
+    for key in NUMPY_KEYS:
+        entry = cache.get(key)
+        if entry is None or not entry.value or entry.value.endswith("-NOTFOUND"):
+            continue
+        if interp.numpy_include is None:
+            raise MegabuildError(
+                f"{key} is set but numpy is not importable by {interp.executable}: {interp.numpy_error}"
+            )
+        moved[entry.value] = interp.numpy_include
+    return moved
+
+
 def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -> str:
     """Make interpreter-derived entries exactly what the new interpreter reports."""
     if PROPERTIES_KEY.fullmatch(key):
@@ -373,13 +454,6 @@ def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -
                             f"{key}: rewritten path {got} does not match the interpreter's {want}"
                         )
         return ";".join(fields)
-    if key in NUMPY_KEYS and value and not value.endswith("-NOTFOUND"):
-        if interp.numpy_include is None:
-            raise MegabuildError(
-                f"{key} is set but numpy is not importable by {interp.executable}: {interp.numpy_error}"
-            )
-        # numpy 1.x keeps headers in numpy/core/include, numpy 2 in numpy/_core/include.
-        return interp.numpy_include
     if key in INCLUDE_KEYS and value and not value.endswith("-NOTFOUND"):
         include = interp.paths["include"]
         if include != value and Path(include, "Python.h").is_file():

@@ -1,0 +1,373 @@
+"""swap-python under conda-forge's cross-python (linux-aarch64 built on linux-64).
+
+In a cross build, conda-forge's ``cross-python_linux-aarch64`` activation
+(recipe/activate-cross-python.sh in conda-forge/cross-python-feedstock) runs
+crossenv to make ``$BUILD_PREFIX/venv``, then replaces ``$PREFIX/bin/python``
+by a shim that execs ``$BUILD_PREFIX/venv/bin/cross-python``: crossenv's
+wrapper script, which sets PYTHONHOME/PYTHONPATH/_PYTHON_SYSCONFIGDATA_NAME
+and execs the build machine's interpreter. The test builds that situation for
+real, offline:
+
+* BUILD_PREFIX: a conda-like env of a pyenv CPython with numpy (a build
+  requirement of cross builds) and the installed ``crossenv`` package copied in,
+  as conda installs it; stub ``aarch64-conda-linux-gnu-gcc/g++`` for crossenv's
+  compiler check.
+* PREFIX: the same CPython dressed up as an aarch64 one: its
+  ``_sysconfigdata`` rewritten to conda's aarch64 name and values, and its
+  lib-dynload and numpy extension modules replaced by aarch64-named files this
+  machine cannot load (as a real aarch64 host env is).
+* ``python -m crossenv`` itself, then every step of the activation script after
+  it (wrapper copy and its three sed edits, the shims, the site-packages sync
+  without ``*.so``, the sitecustomize link, ``PYTHONPATH``). The shims are shell
+  scripts instead of the feedstock's C program: both exec the wrapper with the
+  same arguments.
+
+CMake then configures ``tests/projects/pycache_probe`` against
+``$PREFIX/bin/python`` with Python A, both envs are recreated at the same paths
+for Python B (conda-build does that per output), the cache is swapped by
+``$PREFIX/bin/python -m megabuild`` as build.sh runs it, and compared with a
+fresh configure for B.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pprint
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from megabuild.cache.model import CacheFile
+from megabuild.cache.python_swap import is_python_key, query_environment, query_interpreter
+from support.paths import RECIPE
+from support.pythons import CPython, make_conda_like_prefix
+
+PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
+TRIPLET = "aarch64-conda-linux-gnu"
+SYSCONFIGDATA = "_sysconfigdata_aarch64_conda_linux_gnu"  # conda-forge's name on linux-aarch64
+UNLOADABLE = b"\x7fELF built for aarch64, not loadable here\n"
+# MD5s CMake recomputes on its next run (see test_cache_cmake.py).
+CMAKE_REWRITES = frozenset(
+    {"_Python_DEVELOPMENT_MODULE_SIGNATURE", "_Python_DEVELOPMENT_EMBED_SIGNATURE", "_Python_NUMPY_SIGNATURE"}
+)
+PROBE = (
+    "import json, sys, sysconfig\n"
+    "info = {'soabi': sysconfig.get_config_var('SOABI'), 'platform': sysconfig.get_platform(),\n"
+    "        'include': sysconfig.get_path('include')}\n"
+    "try:\n"
+    "    import numpy\n"
+    "    info['numpy'] = numpy.get_include()\n"
+    "except ImportError as exc:\n"
+    "    info['numpy'] = None\n"
+    "print(json.dumps(info))\n"
+)
+
+
+def _nodot(py: CPython) -> str:
+    return f"{py.version[0]}{py.version[1]}"
+
+
+def _fake_aarch64_host(py: CPython, prefix: Path, cache_dir: Path) -> Path:
+    """A conda-like env of ``py`` whose target-specific parts say (and are) aarch64; its sysconfigdata."""
+    make_conda_like_prefix(py, prefix, cache_dir=cache_dir)
+    lib = prefix / "lib" / f"python{py.short}"
+    # Stdlib entries are symlinks into the pyenv install: replace them, never write through them.
+    (original,) = lib.glob("_sysconfigdata_*.py")
+    spec = importlib.util.spec_from_file_location("_build_sysconfigdata", original)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    old_prefix = module.build_time_vars["prefix"]
+    values = {}
+    for key, value in module.build_time_vars.items():
+        if isinstance(value, str):  # conda relocates the prefix
+            value = value.replace(old_prefix, str(prefix)).replace("x86_64", "aarch64")
+        values[key] = value
+    values.update(
+        HOST_GNU_TYPE=TRIPLET,
+        CC=f"{TRIPLET}-gcc -pthread",
+        CXX=f"{TRIPLET}-g++ -pthread",
+        AR=f"{TRIPLET}-ar",
+    )
+    for stale in lib.glob("_sysconfigdata*"):
+        stale.unlink()
+    sysconfigdata = lib / f"{SYSCONFIGDATA}.py"
+    sysconfigdata.write_text(f"build_time_vars = {pprint.pformat(values)}\n")
+    for config in lib.glob("config-*"):
+        makefile = (config / "Makefile").read_text()
+        config.unlink()
+        target = lib / config.name.replace("x86_64", "aarch64")
+        target.mkdir()
+        (target / "Makefile").write_text(makefile.replace("x86_64", "aarch64"))
+    dynload = lib / "lib-dynload"
+    modules = sorted(p.name for p in dynload.iterdir() if p.suffix == ".so")
+    dynload.unlink()
+    dynload.mkdir()
+    for name in modules:
+        (dynload / name.replace("x86_64", "aarch64")).write_bytes(UNLOADABLE)
+    for so in list((lib / "site-packages").rglob("*.so")):
+        so.unlink()
+        so.with_name(so.name.replace("x86_64", "aarch64")).write_bytes(UNLOADABLE)
+    return sysconfigdata
+
+
+def _shim(path: Path, target: Path) -> None:
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    path.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+    path.chmod(0o755)
+
+
+def make_cross_python(py: CPython, build_prefix: Path, prefix: Path, cache_dir: Path) -> dict[str, str]:
+    """Host and build envs for ``py`` plus cross-python's activation; the variables it exports."""
+    sysconfigdata = _fake_aarch64_host(py, prefix, cache_dir)
+    make_conda_like_prefix(py, build_prefix, cache_dir=cache_dir)
+    short = py.short
+    build_sp = build_prefix / "lib" / f"python{short}" / "site-packages"
+    crossenv_spec = importlib.util.find_spec("crossenv")
+    assert crossenv_spec is not None and crossenv_spec.submodule_search_locations
+    shutil.copytree(crossenv_spec.submodule_search_locations[0], build_sp / "crossenv")
+    compilers = {}
+    for tool in ("gcc", "g++"):
+        stub = build_prefix / "bin" / f"{TRIPLET}-{tool}"
+        # crossenv runs --version, -print-sysroot (no sysroot: fail) and -dumpmachine.
+        answers = f"--version) echo stub;; -dumpmachine) echo {TRIPLET};; *) exit 1;;"
+        stub.write_text(f'#!/bin/sh\ncase "$1" in {answers} esac\n')
+        stub.chmod(0o755)
+        compilers[tool] = str(stub)
+
+    venv = build_prefix / "venv"
+    # The activation's command line (minus --sysroot: conda's sysroot is not here).
+    crossenv_args = ["--without-pip", str(venv), "--sysconfigdata-file", str(sysconfigdata)]
+    crossenv_args += ["--machine", "aarch64", "--cc", compilers["gcc"], "--cxx", compilers["g++"]]
+    subprocess.run(
+        [
+            str(build_prefix / "bin" / "python"),
+            "-m",
+            "crossenv",
+            str(prefix / "bin" / "python"),
+            *crossenv_args,
+        ],
+        check=True,
+        capture_output=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
+    )
+    # From here on: activate-cross-python.sh, step by step.
+    (venv / "lib" / sysconfigdata.name).unlink(missing_ok=True)
+    shutil.copy2(sysconfigdata, venv / "lib" / sysconfigdata.name)
+    wrapper = venv / "bin" / "cross-python"
+    shutil.copy2(venv / "cross" / "bin" / "python", wrapper)
+    text = re.sub(r"extra_envs = .*", "extra_envs = []", wrapper.read_text())
+    text = text.replace("import sys", f"import sys\nsys.argv[0] = '{prefix}/bin/python'")
+    # "Load BUILD_PREFIX's packages first": two more entries in the wrapper's PYTHONPATH list.
+    extra = f"{build_prefix}/lib/python{short}/lib-dynload', '{venv}/lib/python{short}/site-packages"
+    text = text.replace(f"{venv}/lib", f"{venv}/lib', '{extra}")
+    wrapper.write_text(text)
+    _shim(Path(os.path.realpath(prefix / "bin" / "python")), wrapper)
+    (venv / "build" / "bin" / "python").unlink()
+    (venv / "build" / "bin" / "python").symlink_to(build_prefix / "bin" / f"python{short}")
+    _shim(build_prefix / "bin" / "python", wrapper)
+    shutil.rmtree(venv / "cross")
+    host_sp = prefix / "lib" / f"python{short}" / "site-packages"
+    for path in host_sp.rglob("*"):  # rsync -a --exclude="*.so" -I
+        if path.is_file() and path.suffix != ".so":
+            dest = build_sp / path.relative_to(host_sp)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+    venv_sp = venv / "lib" / f"python{short}" / "site-packages"
+    shutil.rmtree(venv_sp)
+    venv_sp.symlink_to(build_sp)
+    if py.version[:2] >= (3, 11):
+        (venv / "lib" / "sitecustomize.py").symlink_to(venv / "lib" / "site.py")
+    return {"PYTHONPATH": str(venv_sp)}
+
+
+@dataclass
+class Cross:
+    a: CPython
+    b: CPython
+    build_prefix: Path
+    prefix: Path
+    activation: dict[str, str]  # of B's envs, which are in place after the fixture
+    swapped: str
+    fresh: str
+    swap_proc: subprocess.CompletedProcess[str]
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"{name} not found")
+    return path
+
+
+def _build_env(activation: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.pop("_CONDA_PYTHON_SYSCONFIGDATA_NAME", None)  # the activation unsets it
+    env.update(activation)
+    return env
+
+
+def _configure(build: Path, prefix: Path, py: CPython, activation: dict[str, str]) -> str:
+    proc = subprocess.run(
+        [
+            _tool("cmake"),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
+            "-S",
+            str(PROJECT),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            # What PyTorch's setup.py passes: sys.executable and site-packages, both crossenv's answers.
+            f"-DPython_EXECUTABLE={prefix}/bin/python",
+            f"-DCMAKE_PREFIX_PATH={prefix}/lib/python{py.short}/site-packages;{prefix}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_build_env(activation),
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"configure under cross-python failed:\n{proc.stdout}\n{proc.stderr}"
+    return (build / "CMakeCache.txt").read_text()
+
+
+@pytest.fixture(scope="module")
+def cross(tmp_path_factory: pytest.TempPathFactory, cpythons: list[CPython], pip_wheel_cache: Path) -> Cross:
+    if importlib.util.find_spec("crossenv") is None:
+        pytest.skip("crossenv is not installed (tests/requirements.txt)")
+    # conda-forge's crossenv 1.5.0 needs its feedstock's patches for 3.14; stay at or below 3.13.
+    pairs = [(a, b) for a, b in zip(cpythons, cpythons[1:]) if b.version[:2] <= (3, 13)]
+    if not pairs:
+        pytest.skip(f"needs two consecutive CPythons between 3.10 and 3.13, found {len(cpythons)}")
+    a, b = pairs[-1]
+    root = tmp_path_factory.mktemp("cross")
+    build_prefix, prefix = root / "build_env", root / "host_env"
+    swap_build, fresh_build = root / f"swap-{a.short}-to-{b.short}", root / f"fresh-{b.short}"
+
+    _configure(swap_build, prefix, a, make_cross_python(a, build_prefix, prefix, pip_wheel_cache))
+    activation = make_cross_python(b, build_prefix, prefix, pip_wheel_cache)
+    fresh = _configure(fresh_build, prefix, b, activation)
+    cache = swap_build / "CMakeCache.txt"
+    # As build.sh's run_megabuild: the host env's python (here: cross-python), PYTHONPATH=$RECIPE_DIR.
+    swap_args = ["swap-python", "--from", a.short, "--to", b.short, str(cache)]
+    swap_proc = subprocess.run(
+        [str(prefix / "bin" / "python"), "-m", "megabuild", "cache", *swap_args],
+        capture_output=True,
+        text=True,
+        env=dict(_build_env(activation), PYTHONPATH=str(RECIPE)),
+        timeout=300,
+    )
+    swapped = cache.read_text().replace(str(swap_build), "<BUILD>")
+    return Cross(
+        a, b, build_prefix, prefix, activation, swapped, fresh.replace(str(fresh_build), "<BUILD>"), swap_proc
+    )
+
+
+def _probe(cross: Cross, *flags: str) -> dict[str, str | None]:
+    out = subprocess.run(
+        [str(cross.prefix / "bin" / "python"), *flags, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env=_build_env(cross.activation),
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def _values(text: str) -> dict[str, tuple[str, str]]:
+    return {k: (e.type, e.value) for k, e in CacheFile.parse(text).as_dict().items()}
+
+
+@pytest.mark.slow
+def test_the_emulation_behaves_like_cross_python(cross: Cross) -> None:
+    """Control: crossenv answers for aarch64 and finds numpy in the build env; -I bypasses it."""
+    b = cross.b
+    info = _probe(cross)
+    assert info["soabi"] == f"cpython-{_nodot(b)}-aarch64-linux-gnu"
+    assert info["platform"] == "linux-aarch64"
+    assert info["include"] == f"{cross.prefix}/include/python{b.short}"
+    venv_sp = f"{cross.build_prefix}/venv/lib/python{b.short}/site-packages"
+    assert info["numpy"] == f"{venv_sp}/numpy/_core/include"
+    # Isolated, the same interpreter loads the host env's aarch64 modules: numpy is gone.
+    assert _probe(cross, "-I")["numpy"] is None
+
+
+@pytest.mark.slow
+def test_query_under_cross_python_reports_the_target(cross: Cross) -> None:
+    b = cross.b
+    interp = query_interpreter(str(cross.prefix / "bin" / "python"))
+    assert interp.version.short == b.short
+    assert interp.soabi == f"cpython-{_nodot(b)}-aarch64-linux-gnu"
+    assert interp.paths["include"] == f"{cross.prefix}/include/python{b.short}"
+    assert interp.paths["platlib"] == f"{cross.prefix}/lib/python{b.short}/site-packages"
+    assert interp.numpy_include == (
+        f"{cross.build_prefix}/venv/lib/python{b.short}/site-packages/numpy/_core/include"
+    ), interp.numpy_error
+
+
+@pytest.mark.slow
+def test_swap_under_cross_python_matches_a_fresh_configure(cross: Cross) -> None:
+    proc = cross.swap_proc
+    assert proc.returncode == 0, proc.stderr
+    assert "(interpreter mode," in proc.stdout
+    swapped, fresh = _values(cross.swapped), _values(cross.fresh)
+    assert swapped.keys() == fresh.keys()
+    differ = {k: (swapped[k], fresh[k]) for k in fresh if swapped[k] != fresh[k]}
+    assert differ.keys() <= CMAKE_REWRITES, differ
+
+    b = cross.b
+    properties = swapped["_Python_INTERPRETER_PROPERTIES"][1].split(";")
+    assert properties[1:4] == [str(v) for v in b.version]
+    assert properties[6] == f"cpython-{_nodot(b)}-aarch64-linux-gnu"
+    numpy_dir = f"{cross.build_prefix}/venv/lib/python{b.short}/site-packages/numpy/_core/include"
+    assert swapped["_Python_NumPy_INCLUDE_DIR"][1] == numpy_dir
+    assert f"[{numpy_dir}]" in swapped["FIND_PACKAGE_MESSAGE_DETAILS_Python"][1]
+    build_machine = [k for k, (_, v) in swapped.items() if is_python_key(k) and "x86_64" in v]
+    assert not build_machine, {k: swapped[k] for k in build_machine}
+
+
+def test_query_environment_drops_only_python_variables() -> None:
+    env = {
+        "PYTHONPATH": "/recipe",
+        "PYTHONHOME": "/elsewhere",
+        "PYTHONSTARTUP": "/x.py",
+        "PYTHONINSPECT": "1",
+        "PYTHON_CROSSENV": "x",
+        "_PYTHON_SYSCONFIGDATA_NAME": "_sysconfigdata_aarch64_conda_linux_gnu",
+        "_CONDA_PYTHON_SYSCONFIGDATA_NAME": "_sysconfigdata_x86_64_conda_linux_gnu",
+        "PATH": "/usr/bin",
+        "CMAKE_ARGS": "-DX=1",
+    }
+    assert query_environment(env) == {
+        "_PYTHON_SYSCONFIGDATA_NAME": "_sysconfigdata_aarch64_conda_linux_gnu",
+        "_CONDA_PYTHON_SYSCONFIGDATA_NAME": "_sysconfigdata_x86_64_conda_linux_gnu",
+        "PATH": "/usr/bin",
+        "CMAKE_ARGS": "-DX=1",
+    }
+
+
+def test_query_keeps_pythonpath_pythonhome_and_cwd_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What -I protected against still cannot reach the answer (native interpreter)."""
+    poison = tmp_path / "poison"
+    (poison / "numpy").mkdir(parents=True)
+    (poison / "numpy" / "__init__.py").write_text("def get_include():\n    return '/poisoned'\n")
+    for name in ("json", "sysconfig"):
+        (poison / f"{name}.py").write_text("raise SystemExit('shadowed stdlib module imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(poison))
+    monkeypatch.setenv("PYTHONHOME", str(tmp_path / "no-such-home"))
+    monkeypatch.setenv("PYTHONINSPECT", "1")
+    monkeypatch.chdir(poison)
+    interp = query_interpreter(sys.executable)
+    assert interp.version.short == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert interp.numpy_include != "/poisoned"
