@@ -52,6 +52,14 @@ export Python_ROOT_DIR="$PREFIX"
 # just reports "MKLDNN source files not found!" and USE_MKLDNN turns OFF. Paths already under a
 # root are not re-rooted, so $SRC_DIR joins every entry. (macOS: no entry, CMAKE_ARGS unchanged.)
 CMAKE_ARGS="$(run_megabuild cmake-args add-find-root "$SRC_DIR")"
+# NNPACK's configure downloads `six` for PeachPy unless PYTHON_SIX_SOURCE_DIR is defined; the
+# build has no network, the host env has six (a Python-version entry the cache swap rewrites).
+CMAKE_ARGS+=" -DPYTHON_SIX_SOURCE_DIR=${SP_DIR}"
+if [[ "${target_platform}" != "${build_platform:-${target_platform}}" ]]; then
+    # protobuf's CMake config (host env) imports protoc of the target machine, which cannot run
+    # here; PyTorch (and ONNX through it) take a custom protoc from this variable.
+    CMAKE_ARGS+=" -DCAFFE2_CUSTOM_PROTOC_EXECUTABLE=${BUILD_PREFIX}/bin/protoc"
+fi
 export CMAKE_ARGS
 # One compile job per core gets OOM-killed on conda-forge's 16-vCPU / 64 GB runners
 # (nvcc and the big torch_cpu units need several GB each); the pytorch-cpu feedstock
@@ -72,6 +80,9 @@ export PYTORCH_BUILD_NUMBER=0
 export PACKAGE_TYPE=conda
 export BUILD_TEST=0
 export INSTALL_TEST=0
+# Complex dot products through cblas_*dotu_sub (patch 0005): one calling convention whatever
+# BLAS the user switches libblas to. Cross builds cannot run BLAS_ABI.cmake's probe and read it here.
+export PYTORCH_BLAS_USE_CBLAS_DOT=ON
 
 ############################# system libraries ##############################
 export USE_SYSTEM_SLEEF=1
@@ -141,9 +152,18 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export USE_SYSTEM_NVTX=1
     export USE_CUFILE=0
     export CUDA_VERSION="${cuda_compiler_version}"
+    # nvcc lives in BUILD_PREFIX, the CUDA libraries and headers in PREFIX: without these
+    # (forwarded to CMake by patch 0008) FindCUDAToolkit takes nvcc's root for everything.
+    case "${target_platform}" in
+        linux-64) cuda_target=x86_64-linux ;;
+        linux-aarch64) cuda_target=sbsa-linux ;;
+        *) echo "build.sh: no CUDA target directory for ${target_platform}" >&2; exit 1 ;;
+    esac
     export CUDAToolkit_ROOT="$PREFIX"
+    export CUDAToolkit_ROOT_DIR="$PREFIX"
     export CUDA_TOOLKIT_ROOT_DIR="$PREFIX"
     export CUDAToolkit_BIN_DIR="${BUILD_PREFIX:-$PREFIX}/bin"
+    export CUDAToolkit_TARGET_DIR="$PREFIX/targets/${cuda_target}"
     export NCCL_ROOT_DIR="$PREFIX"
     export MAGMA_HOME="$PREFIX"
     # The first pass builds libtorch_cuda_linalg without MAGMA; the second
@@ -180,7 +200,8 @@ else
     export TORCH_CUDA_ARCH_LIST=""
 fi
 
-split_args=()
+# Library names differ per platform (.so / .dylib); the split spec expands them for the target.
+split_args=(--target-platform "${target_platform}")
 if [[ "${cuda_compiler_version}" != "None" ]]; then
     split_args+=(--cuda)
 fi
@@ -227,7 +248,7 @@ build_pytorch() {
     # symlink) in site-packages gives consumers two include roots. Patches
     # 0003/0004 point TorchConfig.cmake and cpp_extension at $PREFIX/include.
     run_megabuild split link-back --spec "$SPLIT_SPEC" --prefix "$PREFIX" --sp-dir "$SP_DIR" \
-        --drop-libtorch-headers
+        --target-platform "${target_platform}" --drop-libtorch-headers
 }
 
 case "${PKG_NAME}" in

@@ -93,3 +93,58 @@ def test_no_use_system_switch_that_2_13_does_not_have(tmp_path: Path) -> None:
         switches = {k for k, v in exported.items() if k.startswith("USE_SYSTEM_") and v not in ("", "0")}
         assert switches, "build.sh exports no USE_SYSTEM_* at all?"
         assert switches <= known, sorted(switches - known)
+
+
+def _cmake_defines(cmake_args: str) -> list[tuple[str, str]]:
+    return [tuple(a[2:].split("=", 1)) for a in shlex.split(cmake_args) if a.startswith("-D") and "=" in a]
+
+
+@pytest.mark.parametrize(
+    ("target", "cuda", "cross"),
+    [("linux-64", "None", False), ("linux-64", "12.6", False), ("linux-aarch64", "12.6", True),
+     ("osx-arm64", "None", True)],
+)  # fmt: skip
+def test_cmake_args_from_the_real_activation(tmp_path: Path, target: str, cuda: str, cross: bool) -> None:
+    """What conda-forge's compiler (and nvcc) activation exported, after build.sh: the source
+    tree is a find root wherever there are roots (third_party lookups), NNPACK does not download
+    six, and a cross build runs the build machine's protoc."""
+    from tests.harness.activation import cmake_args
+
+    prefix, build_prefix = tmp_path / "prefix", tmp_path / "build_env"
+    activated = cmake_args(target, prefix, build_prefix, cuda=cuda != "None", cross=cross)
+    exported = run_build_sh(
+        tmp_path,
+        target_platform=target,
+        build_platform="osx-64" if target.startswith("osx") else "linux-64",
+        cuda_compiler_version=cuda,
+        blas_impl="generic",
+        CMAKE_ARGS=activated,
+    )
+    defines = _cmake_defines(exported["CMAKE_ARGS"])
+    roots = [v for k, v in defines if k == "CMAKE_FIND_ROOT_PATH"]
+    assert len(roots) == activated.count("-DCMAKE_FIND_ROOT_PATH="), defines
+    assert all(exported["SRC_DIR"] in r.split(";") for r in roots), roots
+    assert ("PYTHON_SIX_SOURCE_DIR", exported["SP_DIR"]) in defines
+    protoc = [v for k, v in defines if k == "CAFFE2_CUSTOM_PROTOC_EXECUTABLE"]
+    assert protoc == ([f"{build_prefix}/bin/protoc"] if cross else []), protoc
+
+
+def test_generic_blas_is_the_netlib_interface(tmp_path: Path) -> None:
+    """conda-forge's generic BLAS has no library named openblas (BLAS=OpenBLAS fails configure)."""
+    exported = run_build_sh(tmp_path, blas_impl="generic")
+    assert exported["BLAS"] == "Generic"
+    assert "OpenBLAS_HOME" not in exported
+    assert exported["PYTORCH_BLAS_USE_CBLAS_DOT"] == "ON"
+    assert run_build_sh(tmp_path, blas_impl="mkl")["BLAS"] == "MKL"
+
+
+@pytest.mark.parametrize(
+    ("target", "targets_dir"), [("linux-64", "x86_64-linux"), ("linux-aarch64", "sbsa-linux")]
+)
+def test_cuda_toolkit_locations(tmp_path: Path, target: str, targets_dir: str) -> None:
+    """nvcc in BUILD_PREFIX, libraries and headers in PREFIX (forwarded by patch 0008)."""
+    exported = run_build_sh(tmp_path, target_platform=target, cuda_compiler_version="12.6")
+    prefix = exported["PREFIX"]
+    assert exported["CUDAToolkit_ROOT"] == exported["CUDAToolkit_ROOT_DIR"] == prefix
+    assert exported["CUDAToolkit_BIN_DIR"] == f"{exported['BUILD_PREFIX']}/bin"
+    assert exported["CUDAToolkit_TARGET_DIR"] == f"{prefix}/targets/{targets_dir}"
