@@ -4,7 +4,8 @@ The checks restate what conda-smithy's templates (github-actions.yml.tmpl, build
 run_docker_build.sh.tmpl) produce for this feedstock's conda-forge.yml and .ci_support configs,
 so a hand edit or a stale rerender shows up here. With ``CONDA_SMITHY_RERENDER`` set to a
 command that rerenders a feedstock directory in place (e.g. an offline conda-smithy wrapper),
-``test_files_match_a_fresh_rerender`` also compares the files byte for byte.
+``test_files_match_a_fresh_rerender`` also compares every generated file (.ci_support, .scripts,
+.github, .circleci, LICENSE.txt, .gitattributes) byte for byte, executable bits included.
 """
 
 from __future__ import annotations
@@ -239,6 +240,20 @@ def test_output_validation_follows_conda_forge_yml(repo_root: Path, forge) -> No
     assert ('upload_package --validate --feedstock-name="${FEEDSTOCK_NAME}"' in text) is validate
 
 
+def test_validation_feedstock_name_is_the_repository_name(repo_root: Path, workflow) -> None:
+    """Output validation checks against FEEDSTOCK_NAME: the GitHub repository's name in CI
+    (conda-forge/pytorch-cpu-feedstock, whose outputs feedstock-outputs registers), the checkout's
+    directory name in local docker builds. No generated file spells a feedstock name itself."""
+    steps = {s.get("name"): s for s in workflow["jobs"]["build"]["steps"]}
+    for name in ("Build on Linux", "Build on macOS"):
+        assert 'export FEEDSTOCK_NAME="$(basename $GITHUB_REPOSITORY)"' in steps[name]["run"]
+    docker = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
+    assert "export FEEDSTOCK_NAME=$(basename ${FEEDSTOCK_ROOT})" in docker
+    assert "-e FEEDSTOCK_NAME \\" in docker
+    for rel in GENERATED:
+        assert not re.search(r"pytorch(-cpu)?-feedstock", (repo_root / rel).read_text()), rel
+
+
 def test_tokens_are_never_expanded_in_scripts(repo_root: Path) -> None:
     """Under `set -x` an expanded token would be echoed into the public log."""
     for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh", ".scripts/run_osx_build.sh"):
@@ -260,6 +275,21 @@ def test_docker_run_mounts_recipe_and_feedstock(repo_root: Path) -> None:
 
 # -- optional: byte-for-byte against a real rerender ---------------------------------------------
 
+# every path conda-smithy writes for this feedstock (README.md, build-locally.py and .gitignore are
+# skip_render'd), compared with their executable bits
+RERENDERED = (".ci_support", ".scripts", ".github", ".circleci", "LICENSE.txt", ".gitattributes")
+
+
+def generated_files(root: Path) -> dict[str, tuple[bytes, bool]]:
+    found = {}
+    for rel in RERENDERED:
+        path = root / rel
+        paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for p in paths:
+            if p.is_file():
+                found[str(p.relative_to(root))] = (p.read_bytes(), os.access(p, os.X_OK))
+    return found
+
 
 def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     command = os.environ.get("CONDA_SMITHY_RERENDER")
@@ -277,12 +307,12 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     }
     for args in (["init", "-q"], ["add", "-A", "-f", "."], ["commit", "-qm", "snapshot"]):
         subprocess.run(["git", *args], cwd=copy, env=git_env, check=True, capture_output=True)
-    proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for rel in GENERATED:
-        ours = (repo_root / rel).read_text() if (repo_root / rel).exists() else None
-        theirs = (copy / rel).read_text() if (copy / rel).exists() else None
-        assert ours == theirs, f"{rel} differs from conda-smithy's output"
+    proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=2700)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    ours, theirs = generated_files(repo_root), generated_files(copy)
+    assert sorted(ours) == sorted(theirs), "the rerender adds or removes generated files"
+    for rel in ours:
+        assert ours[rel] == theirs[rel], f"{rel} differs from conda-smithy's output"
     assert (copy / "build-locally.py").read_bytes() == (repo_root / "build-locally.py").read_bytes(), (
         "the rerender replaced build-locally.py: add it to skip_render in conda-forge.yml"
     )

@@ -201,3 +201,30 @@ def test_real_ci_support_configs_parse_and_have_unique_aliases() -> None:
         assert config.subdir in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64")
     aliases = [short_alias(c, configs) for c in configs]
     assert len(set(aliases)) == len(aliases)
+
+
+def test_carried_migrations_are_applied_to_the_configs() -> None:
+    """Each .ci_support/migrations file shows in the configs (else the rerender is stale).
+
+    A replacing migration (pybind11_abi11) sets its keys' values in every config that uses the key;
+    a ``key_add`` migration (python314) adds its values to the matrix.
+    """
+    configs = list_configs(ROOT)
+    if not configs:
+        pytest.skip(".ci_support/ has no configs yet")
+    for path in sorted((ROOT / ".ci_support" / "migrations").glob("*.yaml")):
+        migration = yaml.safe_load(path.read_text()) or {}
+        adds = (migration.get("__migrator") or {}).get("operation") == "key_add"
+        for key, values in migration.items():
+            if key in ("__migrator", "migrator_ts", "zip_keys") or not isinstance(values, list):
+                continue
+            want = [str(v) for v in values]
+            users = [c for c in configs if key in c.values]
+            if adds:
+                present = {v for c in users for v in c.get(key)}
+                if users:
+                    assert set(want) <= present, f"{path.name}: {key} {want} missing from every config"
+            else:
+                for config in users:
+                    have = config.get(key)
+                    assert have == want, f"{config.name}: {key} {have}, {path.name} says {want}"
