@@ -210,6 +210,10 @@ def setup_environment(ns: Namespace, name: str, values: dict[str, list[str]]) ->
     os.environ["UPLOAD_PACKAGES"] = "False"
     os.environ["IS_PR_BUILD"] = "True"
     os.environ["CPU_COUNT"] = ns.cpu_count or default_cpu_count()
+    # build_steps.sh validates every output against conda-forge's feedstock-outputs under this
+    # name; without it run_docker_build.sh uses the checkout's directory name, and a clone not
+    # named pytorch-cpu-feedstock fails validation (libtorch, pytorch, ... belong to pytorch-cpu).
+    os.environ.setdefault("FEEDSTOCK_NAME", "pytorch-cpu-feedstock")
     if uses_docker(name):
         os.environ["DOCKER_IMAGE"] = docker_image(values)
     if ns.debug:

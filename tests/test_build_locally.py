@@ -78,6 +78,9 @@ def test_linux_config_runs_docker_like_ci(fs: FakeFeedstock) -> None:
     assert env["UPLOAD_PACKAGES"] == "False"
     assert env["IS_PR_BUILD"] == "True"
     assert env["DOCKER_IMAGE"] == image
+    # output validation in build_steps.sh checks the outputs against this feedstock's name,
+    # whatever the checkout's directory is called (here a temp dir)
+    assert env["FEEDSTOCK_NAME"] == "pytorch-cpu-feedstock"
     assert env["CPU_COUNT"].isdigit() and int(env["CPU_COUNT"]) >= 1
     assert env["BUILD_WITH_CONDA_DEBUG"] is None
     assert fs.marker(CUDA126_MKL).is_file()
