@@ -47,6 +47,13 @@ def _cpu_twin(config: Config) -> Config:
     raise AssertionError(f"no CPU config for {config.name}")
 
 
+def _hosts(config: Config) -> list[tuple[str, tuple[str, ...]]]:
+    """The host requirements of the top level and of every output, with where they come from."""
+    return [("top level", _top_host(config.name))] + [
+        (o.dist, tuple(o.requirements.get("host", []))) for o in _outputs(config.name)
+    ]
+
+
 def _cuda_version(config: Config) -> str:
     (version,) = set(config.get("cuda_compiler_version"))
     return version
@@ -94,9 +101,7 @@ def test_cmake_tests_of_cuda_builds_have_the_cuda_compiler(config: Config) -> No
 @pytest.mark.parametrize("config", CUDA_CONFIGS, ids=_ids)
 def test_nccl_pinned_below_2_29_for_cuda_12(config: Config) -> None:
     """NCCL 2.29 dropped the SMs below 7.0 that the CUDA 12.x arch list builds (build.sh)."""
-    hosts = [("top level", _top_host(config.name))] + [
-        (o.dist, tuple(o.requirements.get("host", []))) for o in _outputs(config.name)
-    ]
+    hosts = _hosts(config)
     for where, host in hosts:
         specs = [s for s in host if spec_name(s) == "nccl"]
         if not specs:
@@ -109,16 +114,13 @@ def test_nccl_pinned_below_2_29_for_cuda_12(config: Config) -> None:
 def test_no_fmt_in_any_host(config: Config) -> None:
     """2.13 has no USE_SYSTEM_FMT switch (build.sh uses the bundled fmt): a conda fmt in the
     host would only put a second, different fmt on the include path."""
-    hosts = [_top_host(config.name)] + [tuple(o.requirements.get("host", [])) for o in _outputs(config.name)]
-    assert not [s for host in hosts for s in host if spec_name(s) == "fmt"]
+    assert not [(where, s) for where, host in _hosts(config) for s in host if spec_name(s) == "fmt"]
 
 
 @pytest.mark.parametrize("config", CUDA_CONFIGS, ids=_ids)
 def test_cudss_at_least_0_8(config: Config) -> None:
     """Patch 0009 calls cuDSS 0.8's matrix constructors (cudssDataType_t, offset type)."""
-    hosts = [("top level", _top_host(config.name))] + [
-        (o.dist, tuple(o.requirements.get("host", []))) for o in _outputs(config.name)
-    ]
+    hosts = _hosts(config)
     for where, host in hosts:
         specs = [s for s in host if spec_name(s) == "libcudss-dev"]
         assert not specs or "libcudss-dev >=0.8" in specs, f"{where}: {specs}"

@@ -979,6 +979,15 @@ def recipe_variant_overlay(config: Config, recipe_dir: Path, build_subdir: str) 
     return dataclasses.replace(config, values=values)
 
 
+def _renderer_for(config_path: Path | str, recipe_dir: Path | str, build_platform: str | None) -> _Renderer:
+    config = load_config(Path(config_path))
+    recipe_dir = Path(recipe_dir)
+    if build_platform is None:
+        build_platform = _feedstock_build_platform(recipe_dir.parent, config)
+    config = recipe_variant_overlay(config, recipe_dir, build_platform or config.subdir)
+    return _Renderer(config, recipe_dir, build_platform)
+
+
 def render_config(
     config_path: Path | str, recipe_dir: Path | str, build_platform: str | None = None
 ) -> list[RenderedOutput]:
@@ -987,12 +996,7 @@ def render_config(
     ``build_platform`` (a subdir like ``linux-64``) defaults to the ``build_platform`` mapping in
     ``conda-forge.yml`` next to ``recipe_dir``, else to the config's own platform.
     """
-    config = load_config(Path(config_path))
-    recipe_dir = Path(recipe_dir)
-    if build_platform is None:
-        build_platform = _feedstock_build_platform(recipe_dir.parent, config)
-    config = recipe_variant_overlay(config, recipe_dir, build_platform or config.subdir)
-    renderer = _Renderer(config, recipe_dir, build_platform)
+    renderer = _renderer_for(config_path, recipe_dir, build_platform)
     renderer.discover()
     ordered = sorted(renderer.candidates, key=lambda c: c.index)
     return [renderer.to_output(c) for c in ordered]
@@ -1007,14 +1011,9 @@ def render_top_level_requirements(
     The top level of a megabuild recipe is never a package itself, so :func:`render_config` does
     not report it; its requirements are what the one expensive build compiles against.
     """
-    config = load_config(Path(config_path))
-    recipe_dir = Path(recipe_dir)
-    if build_platform is None:
-        build_platform = _feedstock_build_platform(recipe_dir.parent, config)
-    config = recipe_variant_overlay(config, recipe_dir, build_platform or config.subdir)
-    renderer = _Renderer(config, recipe_dir, build_platform)
+    renderer = _renderer_for(config_path, recipe_dir, build_platform)
     found: list[dict[str, list[str]]] = []
-    for variant in expand_variants(config):
+    for variant in expand_variants(renderer.config):
         top = renderer._top_level(variant, lambda name, *args, **kwargs: name)
         if _truthy((top.get("build") or {}).get("skip")):
             continue
