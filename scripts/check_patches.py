@@ -279,6 +279,15 @@ def cache_dir() -> Path:
     return Path(base) / "pytorch-feedstock" / "wheels"
 
 
+def pip_download(requirement: str, platform: str, python: str, dest: Path, timeout: float) -> None:
+    """``pip download`` one binary wheel (no dependencies) for another platform into ``dest``."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--platform", platform, "--python-version", python, requirement, "-d", str(dest)],
+        check=True, capture_output=True, timeout=timeout,
+    )  # fmt: skip
+
+
 def download_wheel(platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHON) -> Path:
     """The torch 2.13.0 wheel for a platform from PyPI, kept in cache_dir()."""
     dest = cache_dir() / platform
@@ -286,26 +295,7 @@ def download_wheel(platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHO
     if found:
         return found[0]
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            platform,
-            "--python-version",
-            python,
-            f"torch=={TORCH_VERSION}",
-            "-d",
-            str(dest),
-        ],
-        check=True,
-        timeout=1800,
-    )
+    pip_download(f"torch=={TORCH_VERSION}", platform, python, dest, timeout=1800)
     found = sorted(dest.glob(f"torch-{TORCH_VERSION}-*.whl"))
     if not found:
         raise FileNotFoundError(f"pip download left no torch wheel in {dest}")

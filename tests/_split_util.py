@@ -122,16 +122,22 @@ def read_listing(listing: Path) -> list[tuple[str, int, bool]]:
         return [(path, int(size), executable == "1") for path, size, executable in reader]
 
 
+def _with_parent(root: Path, path: str, made: set[str]) -> str:
+    """``root/path``, its directory created once per run (``made`` remembers)."""
+    full = os.path.join(root, path)
+    parent = os.path.dirname(full)
+    if parent not in made:
+        os.makedirs(parent, exist_ok=True)
+        made.add(parent)
+    return full
+
+
 def lay_out_files(root: Path, rows: list[tuple[str, int, bool]], *, sparse: bool = True) -> int:
     """Create *rows* under *root*: sparse files of the real size, or empty placeholders.
     Executables get mode 0755, everything else 0644. Returns the count."""
     made: set[str] = set()
     for path, size, executable in rows:
-        full = os.path.join(root, path)
-        parent = os.path.dirname(full)
-        if parent not in made:
-            os.makedirs(parent, exist_ok=True)
-            made.add(parent)
+        full = _with_parent(root, path, made)
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             if sparse:
@@ -153,11 +159,7 @@ def lay_out_placeholders(root: Path, rows: list[tuple[str, int, bool]], blanks: 
             write(path, b"", 0o755 if flag else 0o644)
     made: set[str] = set()
     for path, _size, executable in rows:
-        full = os.path.join(root, path)
-        parent = os.path.dirname(full)
-        if parent not in made:
-            os.makedirs(parent, exist_ok=True)
-            made.add(parent)
+        full = _with_parent(root, path, made)
         os.link(blank[executable], full)
     return len(rows)
 

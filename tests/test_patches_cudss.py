@@ -63,24 +63,10 @@ def cudss_include() -> Path:
     include = cache / "include"
     if not (include / "cudss.h").exists():
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--platform",
-                "manylinux_2_17_x86_64",
-                "--python-version",
-                "3.12",
-                CUDSS_WHEEL,
-                "-d",
-                tmp,
-            ]
             try:
-                subprocess.run(cmd, check=True, timeout=900, capture_output=True)
+                check_patches.pip_download(
+                    CUDSS_WHEEL, "manylinux_2_17_x86_64", "3.12", Path(tmp), timeout=900
+                )
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
                 pytest.skip(f"{CUDSS_WHEEL} not reachable on PyPI: {exc}")
             wheel = next(Path(tmp).glob("*.whl"))
