@@ -20,13 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.harness import channel, ninja  # noqa: E402
-from tests.harness.conda_build import HarnessError, RunResult, run_config  # noqa: E402
-from tests.harness.packaging import fmt_size  # noqa: E402
-from tests.support.pythons import find_cpythons  # noqa: E402
+from harness import channel, ninja
+from harness.conda_build import HarnessError, RunResult, run_config
+from harness.packaging import fmt_size
+from harness.pythons import find_cpythons
 
 IMPORT = (
     "import json, torch; print(json.dumps({'version': torch.__version__, 'has_magma': torch.has_magma(),"

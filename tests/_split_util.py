@@ -9,8 +9,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from feedstock.paths import RECIPE, REPO
 from support.megabuild_cli import run_megabuild
-from support.paths import RECIPE, REPO
 
 REAL_SPEC = RECIPE / "split_spec.json"
 DATA = REPO / "tests" / "data"

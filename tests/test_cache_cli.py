@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from feedstock.paths import RECIPE
 from megabuild.cache import store
 from megabuild.cache.model import CacheFile
 from megabuild.errors import MegabuildError
 from support.megabuild_cli import run_megabuild
-from support.paths import REAL_PYTORCH_CACHE, RECIPE
+from support.paths import REAL_PYTORCH_CACHE
 
 REAL = REAL_PYTORCH_CACHE
 

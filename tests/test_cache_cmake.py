@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from feedstock.paths import RECIPE
+from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.model import CacheFile
-from support.pythons import CPython, make_conda_like_prefix
 
-RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
 
 # Entries CMake itself recomputes on the next configure: MD5s over the development

@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.cli import diff_caches
 from megabuild.cache.model import CacheFile
 from megabuild.cache.options import set_options
 from megabuild.cache.python_swap import is_python_key, swap_python
 from megabuild.errors import MegabuildError
 from support.paths import REAL_PYTORCH_CACHE
-from support.pythons import CPython, make_conda_like_prefix
 
 REAL = REAL_PYTORCH_CACHE
 REAL_PREFIX = "/home/conda/feedstock_root/build_artifacts/libtorch_1700000000000/_h_env_placehold"

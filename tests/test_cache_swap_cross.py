@@ -43,10 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from feedstock.paths import RECIPE
+from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.model import CacheFile
 from megabuild.cache.python_swap import is_python_key, query_environment, query_interpreter
-from support.paths import RECIPE
-from support.pythons import CPython, make_conda_like_prefix
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
 TRIPLET = "aarch64-conda-linux-gnu"

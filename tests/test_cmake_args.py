@@ -15,11 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.activation import cmake_args
 from megabuild.cmake_args import add_find_root
 from megabuild.errors import MegabuildError
 from support.megabuild_cli import run_megabuild
-
-from tests.harness.activation import cmake_args
 
 PREFIX = "/home/conda/feedstock_root/build_artifacts/pytorch_1/_h_env_placehold_placehold"
 BUILD_PREFIX = "/home/conda/feedstock_root/build_artifacts/pytorch_1/_build_env"

@@ -27,8 +27,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from feedstock.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "recipe" / "cmake_test"
 PATCH_0003 = next((ROOT / "recipe" / "patches").glob("0003-*TorchConfig*.patch"), None)
 WHEEL_GLOB = "torch-2.13.0*-manylinux*_x86_64.whl"

@@ -22,12 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.harness import channel, ninja
-from tests.harness.conda_build import RunResult, find_config, run_config
-from tests.harness.elf import dynamic_info
-from tests.harness.packaging import Package
-from tests.support.pythons import CPython, find_cpythons
+from harness import channel, ninja
+from harness.conda_build import RunResult, find_config, run_config
+from harness.elf import dynamic_info
+from harness.packaging import Package
+from harness.pythons import CPython, find_cpythons
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from functools import cache
 import pytest
 import yaml
 from feedstock.configs import list_configs
+from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
-from support.paths import RECIPE, REPO
 
 META = RECIPE / "meta.yaml"
 CONFIGS = list_configs(REPO)

@@ -12,9 +12,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from feedstock.paths import SCRIPTS
 from support.fake_feedstock import SYNTHETIC_CONFIGS, FakeFeedstock
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 CPU = sorted(n for n in SYNTHETIC_CONFIGS if n.endswith("None"))
 
 
@@ -256,11 +256,8 @@ def test_cfep03_matching_counts_duplicates() -> None:
 def test_cfep03_mask_hash_agrees_with_the_render_library(repo_root: Path) -> None:
     pytest.importorskip("jinja2")
     pytest.importorskip("yaml")
-    sys.path.insert(0, str(repo_root / "scripts"))
-    try:
-        from feedstock.render import mask_hash
-    finally:
-        sys.path.remove(str(repo_root / "scripts"))
+    from feedstock.render import mask_hash
+
     mine = load("cfep03_bundle").mask_hash
     for build in (
         "cuda126_mkl_py312_h1a2b3c4_300",

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from feedstock.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PATCH_DIR = ROOT / "recipe" / "patches"
 META = ROOT / "recipe" / "meta.yaml"
 PATCHES = sorted(PATCH_DIR.glob("*.patch"))

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
+import check_patches
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import check_patches  # noqa: E402
+from feedstock.paths import REPO as ROOT
 
 CUDSS_WHEEL = "nvidia-cudss-cu12==0.8.0.10"
 PATCH = next((ROOT / "recipe" / "patches").glob("*-cuDSS-0.8-*.patch"))

@@ -12,16 +12,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
+import check_patches
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import check_patches  # noqa: E402
+from feedstock.paths import REPO as ROOT
 
 PATCH_DIR = ROOT / "recipe" / "patches"
 README = PATCH_DIR / "README.md"

@@ -10,8 +10,8 @@ from functools import cache
 
 import pytest
 from feedstock.configs import Config, list_configs
+from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config, render_top_level_requirements, spec_name
-from support.paths import RECIPE, REPO
 
 CONFIGS = list_configs(REPO)
 CUDA_CONFIGS = [c for c in CONFIGS if set(c.get("cuda_compiler_version")) != {"None"}]

@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from feedstock.paths import RECIPE, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "recipe"
 SCRIPTS = sorted(RECIPE.glob("*.sh"))
 
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from feedstock.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "render.py"
 TOY = ROOT / "tests" / "projects" / "render_recipe"
 

@@ -18,7 +18,7 @@ from feedstock.configs import (
     resolve_configs,
     short_alias,
 )
-from support.paths import REPO
+from feedstock.paths import REPO
 
 ROOT = REPO
 FIXTURE = ROOT / "tests" / "projects" / "render_recipe"

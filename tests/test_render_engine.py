@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from feedstock.configs import Config, load_config
+from feedstock.paths import REPO
 from feedstock.render import (
     RenderedOutput,
     RenderError,
@@ -29,7 +30,6 @@ from feedstock.render import (
     selector_namespace,
     split_selector,
 )
-from support.paths import REPO
 
 ROOT = REPO
 TOY = ROOT / "tests" / "projects" / "render_recipe"

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from _split_util import DATA, REAL_SPEC, lay_out_placeholders, read_listing, run_cli, write
 from feedstock.configs import list_configs, resolve_configs
+from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
-from support.paths import RECIPE, REPO
 
 PACKAGES = ("torch/", "functorch/", "torchgen/")
 FILE_TESTS = ("test", "[")

@@ -3,8 +3,8 @@
 * ``pip_wheel_cache`` (session): a directory for pip's wheel cache, kept in
   pytest's cache dir (``.pytest_cache``) so repeated runs do not download again.
   (Falls back to a session temp dir with ``-p no:cacheprovider``.)
-  Pass it as ``cache_dir`` to :func:`support.pythons.make_conda_like_prefix`.
-* ``cpythons`` (session): :func:`support.pythons.find_cpythons`.
+  Pass it as ``cache_dir`` to :func:`harness.pythons.make_conda_like_prefix`.
+* ``cpythons`` (session): :func:`harness.pythons.find_cpythons`.
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
 * ``repo_root`` / ``shared_data`` (session): the checkout, and ``<repo>/../shared/data``
   (tests using the latter must skip when a file is absent).
@@ -15,10 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from support.pythons import CPython, find_cpythons
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from feedstock.paths import REPO as REPO_ROOT
+from harness.pythons import CPython, find_cpythons
 
 
 @pytest.fixture(scope="session")

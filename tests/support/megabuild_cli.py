@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.paths import RECIPE
+from feedstock.paths import RECIPE
 
 
 def run_megabuild(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

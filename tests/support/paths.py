@@ -1,12 +1,11 @@
-"""Where things are, for every test module (the suite imports recipe/ and scripts/ code)."""
+"""Paths only the tests use; the feedstock's own layout is in scripts/feedstock/paths.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from feedstock.paths import REPO, TESTS
 
-REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "recipe"
-SCRIPTS = REPO / "scripts"
+FIXTURE = TESTS / "fixture"
 # Real data from a PyTorch configure (see ../shared/data/pytorch-cmakecache/README.md);
 # never committed, tests that need it skip when it is absent.
-REAL_PYTORCH_CACHE = REPO.parent / "shared" / "data" / "pytorch-cmakecache" / "CMakeCache-cpu-py311.txt"
+SHARED_DATA = REPO.parent / "shared" / "data"
+REAL_PYTORCH_CACHE = SHARED_DATA / "pytorch-cmakecache" / "CMakeCache-cpu-py311.txt"

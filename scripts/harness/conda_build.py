@@ -22,7 +22,6 @@ import fnmatch
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from feedstock.paths import RECIPE as RECIPE_DIR
+from feedstock.paths import REPO
 
-from tests.harness import activation, ninja
-from tests.harness.packaging import (
+from harness import activation, ninja
+from harness.packaging import (
     BLAS_NAMES,
     Package,
     blas_netlib_packages,
@@ -46,17 +47,12 @@ from tests.harness.packaging import (
     package_from_prefix,
     python_package,
 )
-from tests.harness.prefix import empty_prefix, pick_python, python_prefix, snapshot
-from tests.support.pythons import CPython, find_cpythons
+from harness.prefix import empty_prefix, pick_python, python_prefix, snapshot
+from harness.pythons import CPython, find_cpythons
 
-REPO = Path(__file__).resolve().parents[2]
-RECIPE_DIR = REPO / "recipe"
 FIXTURE = REPO / "tests" / "fixture" / "minitorch"
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
-
-if str(REPO / "scripts") not in sys.path:
-    sys.path.insert(0, str(REPO / "scripts"))
 
 TOP_LEVEL = "libtorch-split"
 # Host requirements the harness provides with pip inside a conda-like prefix.
@@ -493,7 +489,7 @@ class Runner:
             self._step(out.name, out, self.recipe_dir / out.script, host, out.variant, out.version,
                        out.build_number, out.build_string, extra, rewrites)  # fmt: skip
         self._stand_ins(built, rewrites)
-        from tests.harness import channel
+        from harness import channel
 
         channel.index(self.channel)
         return RunResult(

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.pythons import CPython, find_cpythons, make_conda_like_prefix
+from harness.pythons import CPython, find_cpythons, make_conda_like_prefix
 
 
 def pick_python(version: str, pythons: Sequence[CPython] | None = None) -> CPython:

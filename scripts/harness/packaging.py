@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.elf import dynamic_info
-from tests.harness.prefix import copy_tree_files, snapshot
-from tests.support.pythons import CPython, make_conda_like_prefix
+from harness.elf import dynamic_info
+from harness.prefix import copy_tree_files, snapshot
+from harness.pythons import CPython, make_conda_like_prefix
 
 TIMESTAMP = 1_767_225_600_000
 COMPRESSION_LEVEL = 3  # conda-build uses ~19; 3 keeps the test fast and the files still real

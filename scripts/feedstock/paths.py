@@ -1,0 +1,24 @@
+"""Where things are in the feedstock: one definition for build-locally.py, the scripts and the tests.
+
+Standard library only and Python 3.9 compatible (build-locally.py imports it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipe"
+SCRIPTS = REPO / "scripts"
+CI_SUPPORT = REPO / ".ci_support"
+TESTS = REPO / "tests"
+
+# Relative to a feedstock root: build-locally.py and build_all.py run on copies of the
+# feedstock in the tests, so they pass their own root.
+ARTIFACTS_DIR = "build_artifacts"
+DONE_MARKER_DIR = Path(ARTIFACTS_DIR, "build-locally-done")
+
+
+def done_marker(root: Path | str, config: str) -> Path:
+    """The file build-locally.py writes as the very last step of a successful build of ``config``."""
+    return Path(root) / DONE_MARKER_DIR / f"{config}.json"
