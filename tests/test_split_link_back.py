@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from _split_util import make_tree, run_cli, snapshot, write, write_spec
 from megabuild.errors import MegabuildError
-from megabuild.split.install import install
-from megabuild.split.link_back import link_back, pyc_tag
+from megabuild.split.install import plan_install
+from megabuild.split.link_back import plan_link_back, pyc_tag
+from megabuild.split.plan import SplitProblems, check
 from megabuild.split.spec import load_spec
-from megabuild.split.stage import stage
+from megabuild.split.stage import plan_stage
 
 
 @pytest.fixture
@@ -21,8 +22,8 @@ def env(tmp_path: Path) -> tuple[Path, Path, Path]:
     spec_path = write_spec(tmp_path / "spec.json")
     spec = load_spec(spec_path)
     prefix = tmp_path / "prefix"
-    stage(spec, make_tree(tmp_path / "build/torch"), tmp_path / "staging")
-    install(spec, "libtorch", tmp_path / "staging", prefix)
+    plan_stage(spec, make_tree(tmp_path / "build/torch"), tmp_path / "staging").run()
+    plan_install(spec, "libtorch", tmp_path / "staging", prefix).run()
     sp_dir = prefix / "lib/python3.12/site-packages"
     torch = make_tree(sp_dir / "torch")  # what pip install puts there: everything again
     for package in ("torch", "functorch", "torchgen"):
@@ -37,7 +38,7 @@ def test_link_back(env: tuple[Path, Path, Path]) -> None:
     spec_path, prefix, sp_dir = env
     torch = sp_dir / "torch"
     include_before = snapshot(torch / "include")
-    report = link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312")
+    report = plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312").run()
 
     cpu = torch / "lib/libtorch_cpu.so"
     assert cpu.is_symlink() and os.readlink(cpu) == "../../../../libtorch_cpu.so"
@@ -70,7 +71,7 @@ def test_link_back(env: tuple[Path, Path, Path]) -> None:
                 assert not os.path.isabs(os.readlink(path))
 
     # idempotent
-    again = link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312")
+    again = plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312").run()
     assert again.linked == [] and len(again.already_linked) == len(report.linked)
 
 
@@ -82,9 +83,9 @@ def test_link_back_validates_before_changing(env: tuple[Path, Path, Path]) -> No
     with pytest.raises(
         MegabuildError, match=r"missing in the prefix .*lib/libtorch_cpu.so; nothing was changed"
     ):
-        link_back(spec, prefix, sp_dir, python_tag="cpython-312")
+        plan_link_back(spec, prefix, sp_dir, python_tag="cpython-312").run()
     assert snapshot(prefix) == before
-    report = link_back(spec, prefix, sp_dir, python_tag="cpython-312", keep_missing=True)
+    report = plan_link_back(spec, prefix, sp_dir, python_tag="cpython-312", keep_missing=True).run()
     assert report.kept_missing == ["lib/libtorch_cpu.so"]
     assert not (sp_dir / "torch/lib/libtorch_cpu.so").is_symlink()
 
@@ -96,7 +97,7 @@ def test_link_back_refuses_include_symlinked_into_prefix(env: tuple[Path, Path, 
     )
     before = snapshot(prefix)
     with pytest.raises(MegabuildError, match="headers in site-packages link into the prefix: include/ATen2"):
-        link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312")
+        plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312").run()
     assert snapshot(prefix) == before
 
 
@@ -104,7 +105,7 @@ def test_link_back_refuses_foreign_libtorch_python_in_prefix(env: tuple[Path, Pa
     spec_path, prefix, sp_dir = env
     write(prefix / "lib/libtorch_python.so", b"someone else's")
     with pytest.raises(MegabuildError, match=r"libtorch_python\.so exists and is not a link"):
-        link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312")
+        plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312").run()
 
 
 def test_link_back_cli(env: tuple[Path, Path, Path]) -> None:
@@ -150,3 +151,47 @@ def test_link_back_can_drop_libtorch_headers(env: tuple[Path, Path, Path]) -> No
     assert (include / "pybind11/pybind11.h").is_file() and (include / "torch/extension.h").is_file()
     assert include.is_dir() and not include.is_symlink()
     assert not [p for p in include.rglob("*") if p.is_symlink()]
+
+
+def test_link_back_failing_half_way_restores_both_trees(env: tuple[Path, Path, Path]) -> None:
+    spec_path, prefix, sp_dir = env
+    torch = sp_dir / "torch"
+    # lib/ is linked before bin/: a clash where bin/torch_shm_manager is set aside
+    # makes the run fail after lib's files were already replaced by symlinks.
+    (torch / "bin/torch_shm_manager.megabuild-old").mkdir()
+    before = snapshot(prefix)  # site-packages lies inside the prefix
+    with pytest.raises(MegabuildError, match=r"link-back failed at bin/torch_shm_manager: .*rolled back"):
+        plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312").run()
+    assert snapshot(prefix) == before
+    assert not (torch / "lib/libtorch_cpu.so").is_symlink()
+
+
+def test_link_back_dry_run_prints_the_plan_and_changes_nothing(env: tuple[Path, Path, Path]) -> None:
+    spec_path, prefix, sp_dir = env
+    before = snapshot(prefix)
+    args = ("link-back", "--spec", spec_path, "--prefix", prefix, "--sp-dir", sp_dir)
+    res = run_cli(*args, "--python-tag", "cpython-312", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    torch = sp_dir / "torch"
+    assert f"  link {torch / 'lib/libtorch_cpu.so'} -> ../../../../libtorch_cpu.so (replacing)" in res.stdout
+    assert f"  link {prefix / 'lib/libtorch_python.so'} -> " in res.stdout
+    assert f"  remove {torch / 'bin/test_api'}" in res.stdout
+    assert f"  remove {sp_dir / 'torch/__pycache__/__init__.cpython-311.pyc'}" in res.stdout
+    assert snapshot(prefix) == before
+
+
+def test_link_back_plan_is_pure_and_reports_every_problem(env: tuple[Path, Path, Path]) -> None:
+    spec_path, prefix, sp_dir = env
+    (prefix / "lib/libtorch_cpu.so").unlink()
+    write(sp_dir / "torch/lib/libunknown.so", b"?")
+    write(prefix / "lib/libtorch_python.so", b"someone else's")
+    before = snapshot(prefix)
+    planned = plan_link_back(load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312")
+    assert snapshot(prefix) == before
+    assert len(planned.plan.problems) == 3
+    with pytest.raises(SplitProblems) as caught:
+        check(planned.plan)
+    message = str(caught.value)
+    assert "libtorch_python.so exists and is not a link" in message
+    assert "match no rule" in message and "lib/libunknown.so" in message
+    assert "missing in the prefix" in message and message.endswith("; nothing was changed")

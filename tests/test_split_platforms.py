@@ -11,7 +11,6 @@ from _split_util import MINI_SPEC, REAL_SPEC, run_cli, snapshot, write
 from megabuild.errors import MegabuildError
 from megabuild.split import spec as spec_module
 from megabuild.split.spec import (
-    Classification,
     expand_pattern,
     host_target_platform,
     load_spec,
@@ -23,8 +22,7 @@ OSX = {"shlib": (".dylib", ".*.dylib")}
 
 
 def _output(spec_platform: str, relpath: str) -> str | None:
-    result = load_spec(REAL_SPEC, spec_platform).classify(relpath)
-    return result.output if isinstance(result, Classification) else None
+    return load_spec(REAL_SPEC, spec_platform).classify(relpath).output
 
 
 def test_expansion_and_display() -> None:
@@ -58,9 +56,9 @@ def test_shlib_never_spills_into_longer_names(platform: str, path: str, hit: boo
 def test_real_spec_per_platform() -> None:
     osx = load_spec(REAL_SPEC, "osx-arm64")
     py = osx.classify("lib/libtorch_python.dylib")
-    assert isinstance(py, Classification) and py.output == "pytorch" and py.rules[0].prefix_link
+    assert py.output == "pytorch" and py.rules[0].prefix_link
     omp = osx.classify("lib/libomp.dylib")
-    assert isinstance(omp, Classification) and omp.output == "_dropped" and "llvm-openmp" in omp.rules[0].note
+    assert omp.output == "_dropped" and "llvm-openmp" in omp.rules[0].note
     assert (
         _output("osx-64", "include/omp.h") == "_dropped" and _output("linux-64", "include/omp.h") == "pytorch"
     )
@@ -192,9 +190,9 @@ def test_rule_for_one_platform_of_a_family(tmp_path: Path) -> None:
     ]
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(data))
-    assert load_spec(path, "linux-aarch64").classify("lib/libonly_arm.so") is not None
-    assert load_spec(path, "linux-64").classify("lib/libonly_arm.so") is None
-    assert load_spec(path, "osx-arm64").classify("lib/libonly_arm.dylib") is None
+    assert load_spec(path, "linux-aarch64").classify("lib/libonly_arm.so").output == "_dropped"
+    assert load_spec(path, "linux-64").classify("lib/libonly_arm.so").unmatched
+    assert load_spec(path, "osx-arm64").classify("lib/libonly_arm.dylib").unmatched
 
 
 def test_cli_rejects_unknown_platform(tmp_path: Path) -> None:

@@ -79,3 +79,35 @@ def test_bad_json_is_one_line_on_the_cli(tmp_path: Path) -> None:
     assert res.returncode == 1 and res.stderr.startswith("megabuild: error: ") and res.stderr.count("\n") == 1
     res = run_cli("verify", "--spec", write_spec(tmp_path / "ok.json"), "--staging", tmp_path / "missing")
     assert res.returncode == 1 and "not a directory" in res.stderr
+
+
+def test_classify_has_one_result_type(tmp_path: Path) -> None:
+    spec = load_spec(
+        write_spec(
+            tmp_path / "spec.json",
+            extra_rules=[{"pattern": "lib/libtorch_cpu.so", "output": "pytorch"}],
+        ),
+        "linux-64",
+    )
+    ruled = spec.classify("lib/libc10.so")
+    assert (ruled.output, [r.pattern for r in ruled.rules]) == ("libtorch", ["lib/libc10.so*"])
+    default = spec.classify("nn/modules/linear.py")
+    assert (default.output, default.rules, default.conflict, default.unmatched) == (
+        "pytorch",
+        (),
+        False,
+        False,
+    )
+    clash = spec.classify("lib/libtorch_cpu.so")
+    assert clash.output is None and clash.conflict and not clash.unmatched
+    assert sorted(r.output for r in clash.rules) == ["libtorch", "pytorch"]
+    stray = spec.classify("lib/libstray.so")
+    assert stray.output is None and stray.unmatched and not stray.conflict
+
+
+def test_outputs_are_typed() -> None:
+    spec = load_spec(REAL_SPEC, "linux-64")
+    linalg = spec.outputs["libtorch-cuda-linalg"]
+    assert (linalg.name, linalg.variants) == ("libtorch-cuda-linalg", ("magma", "nomagma"))
+    assert "staged as libtorch-cuda-linalg-<variant>" in linalg.note
+    assert spec.outputs["libtorch"].variants == ()

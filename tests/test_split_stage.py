@@ -11,8 +11,9 @@ import pytest
 from _split_util import MINI_SPEC, make_tree, run_cli, snapshot, write, write_spec
 from megabuild.errors import MegabuildError
 from megabuild.split import fsmove
+from megabuild.split.plan import SplitProblems, check
 from megabuild.split.spec import load_spec
-from megabuild.split.stage import stage
+from megabuild.split.stage import plan_stage
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def spec_path(tmp_path: Path) -> Path:
 def test_stage_moves_files_keeping_links_modes_and_inodes(tmp_path: Path, spec_path: Path) -> None:
     tree = make_tree(tmp_path / "torch")
     before = snapshot(tree)
-    report = stage(load_spec(spec_path), tree, tmp_path / "staging")
+    report = plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     lib = tmp_path / "staging/libtorch"
 
     # symlink stays a symlink with the same (relative) target
@@ -57,7 +58,7 @@ def test_big_files_are_moved_not_copied(tmp_path: Path, spec_path: Path) -> None
     tree = make_tree(tmp_path / "torch")
     big = write(tree / "lib/libtorch_cpu.so", os.urandom(3 * 1024 * 1024), 0o755)
     ino, dev = big.stat().st_ino, big.stat().st_dev
-    report = stage(load_spec(spec_path), tree, tmp_path / "staging")
+    report = plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     moved = (tmp_path / "staging/libtorch/lib/libtorch_cpu.so").stat()
     assert (moved.st_ino, moved.st_dev) == (ino, dev)
     assert not big.exists()
@@ -67,7 +68,7 @@ def test_big_files_are_moved_not_copied(tmp_path: Path, spec_path: Path) -> None
 def _assert_refused(tmp_path: Path, spec_path: Path, tree: Path, match: str, **kwargs: object) -> None:
     before = snapshot(tree)
     with pytest.raises(MegabuildError, match=match) as info:
-        stage(load_spec(spec_path), tree, tmp_path / "staging", **kwargs)  # type: ignore[arg-type]
+        plan_stage(load_spec(spec_path), tree, tmp_path / "staging", **kwargs).run()  # type: ignore[arg-type]
     assert "\n" not in str(info.value)
     assert snapshot(tree) == before
     assert not (tmp_path / "staging").exists()
@@ -86,7 +87,7 @@ def test_two_rules_of_the_same_output_are_fine(tmp_path: Path) -> None:
         tmp_path / "spec.json", extra_rules=[{"pattern": "lib/*cpu*", "output": "libtorch"}]
     )
     tree = make_tree(tmp_path / "torch")
-    stage(load_spec(spec_path), tree, tmp_path / "staging")
+    plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     assert (tmp_path / "staging/libtorch/lib/libtorch_cpu.so").exists()
 
 
@@ -122,34 +123,34 @@ def test_existing_file_in_staging_is_not_overwritten(tmp_path: Path, spec_path: 
     old = write(tmp_path / "staging/libtorch/lib/libtorch_cpu.so", b"old")
     before = snapshot(tree)
     with pytest.raises(MegabuildError, match=r"already in the staging dir: libtorch/lib/libtorch_cpu.so"):
-        stage(load_spec(spec_path), tree, tmp_path / "staging")
+        plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     assert snapshot(tree) == before and old.read_bytes() == b"old"
 
 
 def test_staging_inside_tree_is_refused(tmp_path: Path, spec_path: Path) -> None:
     tree = make_tree(tmp_path / "torch")
     with pytest.raises(MegabuildError, match="must not contain each other"):
-        stage(load_spec(spec_path), tree, tree / "staging")
+        plan_stage(load_spec(spec_path), tree, tree / "staging").run()
 
 
 def test_cuda_two_passes_stage_both_linalg_variants(tmp_path: Path, spec_path: Path) -> None:
     spec = load_spec(spec_path)
     tree = make_tree(tmp_path / "torch", cuda=True)
     staging = tmp_path / "staging"
-    stage(spec, tree, staging, cuda=True, linalg_variant="nomagma")
+    plan_stage(spec, tree, staging, cuda=True, linalg_variant="nomagma").run()
     assert (staging / "libtorch-cuda-linalg-nomagma/lib/libtorch_cuda_linalg.so").read_bytes() == b"linalg"
     # magma pass: the build puts every file back; stage the linalg library only
     make_tree(tmp_path / "torch-pass2", cuda=True)
     write(tmp_path / "torch-pass2/lib/libtorch_cuda_linalg.so", b"magma", 0o755)
     before = snapshot(tmp_path / "torch-pass2")
-    stage(
+    plan_stage(
         spec,
         tmp_path / "torch-pass2",
         staging,
         cuda=True,
         linalg_variant="magma",
         only=["libtorch-cuda-linalg"],
-    )
+    ).run()
     assert (staging / "libtorch-cuda-linalg-magma/lib/libtorch_cuda_linalg.so").read_bytes() == b"magma"
     after = snapshot(tmp_path / "torch-pass2")
     assert set(before) - set(after) == {"lib/libtorch_cuda_linalg.so"}
@@ -176,7 +177,7 @@ def test_copy_fallback_for_small_files_counts_bytes(
     tree = make_tree(tmp_path / "torch")
     monkeypatch.setattr(fsmove.os, "rename", exdev)
     monkeypatch.setattr(fsmove.os, "link", exdev)
-    report = stage(load_spec(spec_path), tree, tmp_path / "staging")
+    report = plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     assert report.stats.renamed == 0 and report.stats.linked == 0
     assert report.stats.copied == 9
     assert report.stats.bytes_copied == 300 + 3000 + 3 + 5 + 5 + 13 + 1 + 4  # symlink recreated, not counted
@@ -213,7 +214,7 @@ def test_failure_half_way_rolls_back(
     monkeypatch.setattr(fsmove.os, "rename", flaky)
     monkeypatch.setattr(fsmove.os, "link", no_link)
     with pytest.raises(MegabuildError, match="moved back"):
-        stage(load_spec(spec_path), tree, tmp_path / "staging")
+        plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     assert snapshot(tree) == before
 
 
@@ -268,7 +269,40 @@ def test_directory_symlink_moves_as_a_link(tmp_path: Path, spec_path: Path) -> N
     tree = make_tree(tmp_path / "torch")
     write(tree / "include/ATen/ops/add.h", b"//")
     os.symlink("ops", tree / "include/ATen/ops_alias")
-    stage(load_spec(spec_path), tree, tmp_path / "staging")
+    plan_stage(load_spec(spec_path), tree, tmp_path / "staging").run()
     alias = tmp_path / "staging/libtorch/include/ATen/ops_alias"
     assert alias.is_symlink() and os.readlink(alias) == "ops"
     assert (alias / "add.h").read_bytes() == b"//"
+
+
+def test_stage_reports_every_problem_at_once(tmp_path: Path, spec_path: Path) -> None:
+    tree = make_tree(tmp_path / "torch")
+    (tree / "lib/libtorch_cpu.so").unlink()
+    write(tree / "lib/libstray.so")
+    os.symlink("/usr/lib/libc10.so", tree / "lib/libc10.so.9")
+    before = snapshot(tree)
+    planned = plan_stage(load_spec(spec_path), tree, tmp_path / "staging")
+    assert snapshot(tree) == before and not (tmp_path / "staging").exists()
+    assert len(planned.plan.problems) == 3
+    with pytest.raises(SplitProblems) as caught:
+        check(planned.plan)
+    message = str(caught.value)
+    assert "lib/libstray.so" in message and "missing in the tree: lib/libtorch_cpu.so" in message
+    assert "symlinks would not resolve" in message and message.endswith("; nothing was moved")
+
+
+def test_stage_dry_run_prints_every_move(tmp_path: Path, spec_path: Path) -> None:
+    tree = make_tree(tmp_path / "torch")
+    staging = tmp_path / "staging"
+    res = run_cli("stage", "--spec", spec_path, "--tree", tree, "--staging", staging, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    moves = [line for line in res.stdout.splitlines() if line.startswith("  move ")]
+    assert f"  move {tree / 'lib/libc10.so'} -> {staging / 'libtorch/lib/libc10.so'}" in moves
+    assert f"  move {tree / 'bin/test_api'} -> {staging / '_dropped/bin/test_api'}" in moves
+    assert len(moves) == 9 and not staging.exists()
+
+
+def test_many_problems_are_capped() -> None:
+    problems = tuple(f"problem {i}" for i in range(40))
+    message = str(SplitProblems(problems, "nothing was moved"))
+    assert message.count("problem ") == 12 and "and 28 more problem(s); nothing was moved" in message

@@ -8,7 +8,7 @@ import pytest
 from _split_util import REAL_SPEC, make_tree, run_cli, write, write_spec
 from megabuild.errors import MegabuildError
 from megabuild.split.spec import load_spec
-from megabuild.split.stage import stage
+from megabuild.split.stage import plan_stage
 from megabuild.split.verify import verify
 
 
@@ -16,16 +16,18 @@ def _staged(tmp_path: Path, cuda: bool) -> tuple[Path, Path]:
     spec_path = write_spec(tmp_path / "spec.json")
     spec = load_spec(spec_path)
     staging = tmp_path / "staging"
-    stage(spec, make_tree(tmp_path / "t1", cuda=cuda), staging, cuda=cuda, linalg_variant="nomagma")
+    plan_stage(
+        spec, make_tree(tmp_path / "t1", cuda=cuda), staging, cuda=cuda, linalg_variant="nomagma"
+    ).run()
     if cuda:
-        stage(
+        plan_stage(
             spec,
             make_tree(tmp_path / "t2", cuda=True),
             staging,
             cuda=True,
             linalg_variant="magma",
             only=["libtorch-cuda-linalg"],
-        )
+        ).run()
     return spec_path, staging
 
 

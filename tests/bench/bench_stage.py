@@ -27,9 +27,9 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "recipe"))
 
 from megabuild.split.fsmove import COPY_LIMIT, human  # noqa: E402
-from megabuild.split.install import install  # noqa: E402
+from megabuild.split.install import plan_install  # noqa: E402
 from megabuild.split.spec import load_spec  # noqa: E402
-from megabuild.split.stage import stage  # noqa: E402
+from megabuild.split.stage import plan_stage  # noqa: E402
 
 LISTING = REPO / "tests/data/torch-2.13.0-cp311-linux_x86_64-files.tsv"
 BLOCK = bytes(range(256)) * 4096  # 1 MiB of non-zero data
@@ -82,7 +82,7 @@ def main() -> int:
 
         spec = load_spec()
         t0 = time.perf_counter()
-        report = stage(spec, tree, work / "staging")
+        report = plan_stage(spec, tree, work / "staging").run()
         t_stage = time.perf_counter() - t0
         print("\n".join(report.lines()))
 
@@ -94,7 +94,7 @@ def main() -> int:
         copied_big = sorted(rel for rel, ident in big_before.items() if moved_big.get(rel) != ident)
 
         t0 = time.perf_counter()
-        inst = install(spec, "libtorch", work / "staging", work / "prefix")
+        inst = plan_install(spec, "libtorch", work / "staging", work / "prefix").run()
         t_install = time.perf_counter() - t0
         print("\n".join(inst.lines()))
 

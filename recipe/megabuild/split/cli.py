@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from megabuild.split.plan import Plan
 from megabuild.split.spec import DEFAULT_SPEC, LINALG, Spec, host_target_platform, load_spec
 
 
@@ -30,32 +31,32 @@ def _load(args: argparse.Namespace) -> Spec:
     return load_spec(args.spec, args.target_platform)
 
 
-def _print(lines: list[str]) -> int:
-    for line in lines:
+def _print(lines: list[str], plan: Plan | None = None) -> int:
+    """Print a report, and with *plan* (``--dry-run``) every change it would make."""
+    for line in lines + (plan.lines() if plan is not None else []):
         print(line)
     sys.stdout.flush()
     return 0
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
-    from megabuild.split.stage import stage
+    from megabuild.split.stage import plan_stage
 
-    report = stage(
+    planned = plan_stage(
         _load(args),
         args.tree,
         args.staging,
         cuda=args.cuda,
         linalg_variant=args.linalg_variant,
         only=args.only,
-        dry_run=args.dry_run,
     )
-    return _print(report.lines())
+    return _print(planned.run(args.dry_run).lines(), planned.plan if args.dry_run else None)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from megabuild.split.install import install
+    from megabuild.split.install import plan_install
 
-    report = install(
+    planned = plan_install(
         _load(args),
         args.output,
         args.staging,
@@ -63,22 +64,21 @@ def cmd_install(args: argparse.Namespace) -> int:
         linalg_variant=args.linalg_variant,
         overwrite=args.overwrite,
     )
-    return _print(report.lines())
+    return _print(planned.run(args.dry_run).lines(), planned.plan if args.dry_run else None)
 
 
 def cmd_link_back(args: argparse.Namespace) -> int:
-    from megabuild.split.link_back import link_back
+    from megabuild.split.link_back import plan_link_back
 
-    report = link_back(
+    planned = plan_link_back(
         _load(args),
         args.prefix,
         args.sp_dir,
         python_tag=args.python_tag,
         keep_missing=args.keep_missing,
         drop_libtorch_headers=args.drop_libtorch_headers,
-        dry_run=args.dry_run,
     )
-    return _print(report.lines())
+    return _print(planned.run(args.dry_run).lines(), planned.plan if args.dry_run else None)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -103,7 +103,7 @@ def register(groups: Any) -> None:
     p.add_argument("--cuda", action="store_true", help="CUDA build: CUDA-only required files must exist")
     p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} (magma/nomagma)")
     p.add_argument("--only", nargs="+", metavar="OUTPUT", help="stage only these outputs")
-    p.add_argument("--dry-run", action="store_true", help="validate and report, move nothing")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan, move nothing")
     p.set_defaults(handler=cmd_stage)
 
     p = sub.add_parser("install", help="move a staged output into the prefix")
@@ -115,6 +115,7 @@ def register(groups: Any) -> None:
     p.add_argument("--prefix", type=Path, required=True)
     p.add_argument("--linalg-variant", metavar="NAME")
     p.add_argument("--overwrite", action="store_true", help="replace files that already exist in the prefix")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan, move nothing")
     p.set_defaults(handler=cmd_install)
 
     p = sub.add_parser("link-back", help="symlink pytorch's copies of libtorch files to the prefix")
@@ -135,7 +136,7 @@ def register(groups: Any) -> None:
         help="remove from site-packages/torch/include the headers libtorch installs in $PREFIX/include "
         "(default: keep pytorch's own copy)",
     )
-    p.add_argument("--dry-run", action="store_true", help="validate and report, change nothing")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan, change nothing")
     p.set_defaults(handler=cmd_link_back)
 
     p = sub.add_parser("verify", help="check a partition: no overlaps, no empty output, required files")

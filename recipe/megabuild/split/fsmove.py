@@ -89,13 +89,19 @@ class MoveStats:
     bytes_copied: int = 0
 
 
+SET_ASIDE_SUFFIX = ".megabuild-old"
+
+
 @dataclass
 class Mover:
-    """Moves entries and remembers them so :meth:`rollback` can undo the lot."""
+    """Moves entries, creates symlinks and sets files aside, remembering each
+    step so :meth:`rollback` can undo the lot; :meth:`commit` makes it final."""
 
     stats: MoveStats = field(default_factory=MoveStats)
+    # (src, dst) of a move, or (link, "") for a symlink created
     journal: list[tuple[str | Path, str | Path]] = field(default_factory=list)
     created_dirs: list[tuple[Path, int]] = field(default_factory=list)
+    set_aside_paths: list[str] = field(default_factory=list)
     _known_dirs: set[str] = field(default_factory=set, repr=False)
 
     def ensure_dir(self, dest_root: Path, rel_dir: str, src_root: Path | None = None) -> None:
@@ -125,6 +131,17 @@ class Mover:
         _move_one(src, dst, size, self.stats, allow_big_copy)
         self.journal.append((src, dst))
 
+    def set_aside(self, path: str | Path) -> None:
+        """Rename *path* next to itself; :meth:`commit` deletes it, :meth:`rollback` puts it back."""
+        backup = os.fspath(path) + SET_ASIDE_SUFFIX
+        _move_one(path, backup, 0, MoveStats(), allow_big_copy=True)
+        self.journal.append((path, backup))
+        self.set_aside_paths.append(backup)
+
+    def symlink(self, target: str, path: str | Path) -> None:
+        os.symlink(target, path)
+        self.journal.append((path, ""))
+
     def finish(self) -> None:
         """Give created directories the modes of their source directories."""
         for path, mode in sorted(self.created_dirs, key=lambda item: -len(item[0].parts)):
@@ -132,18 +149,30 @@ class Mover:
                 os.chmod(path, mode)
         self.created_dirs.clear()
 
+    def commit(self) -> None:
+        """Delete what was set aside and finish the directories; nothing can be rolled back after."""
+        for backup in self.set_aside_paths:
+            os.unlink(backup)
+        self.set_aside_paths.clear()
+        self.journal.clear()
+        self.finish()
+
     def rollback(self) -> list[str]:
-        """Move everything back; return the paths that could not be restored."""
+        """Undo every step, newest first; return the paths that could not be restored."""
         failed: list[str] = []
         scratch = MoveStats()
         for src, dst in reversed(self.journal):
             try:
+                if dst == "":
+                    os.unlink(src)
+                    continue
                 os.makedirs(os.path.dirname(src), exist_ok=True)
                 size = os.lstat(dst).st_size
                 _move_one(dst, src, size, scratch, allow_big_copy=True)
             except (OSError, MegabuildError):
-                failed.append(os.fspath(dst))
+                failed.append(os.fspath(dst or src))
         self.journal.clear()
+        self.set_aside_paths.clear()
         for path, _mode in sorted(self.created_dirs, key=lambda item: -len(item[0].parts)):
             with contextlib.suppress(OSError):
                 path.rmdir()

@@ -5,7 +5,6 @@ give to that output, and checks everything before moving anything."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,30 +12,29 @@ from pathlib import Path
 from megabuild.errors import MegabuildError
 from megabuild.split.fsmove import (
     COPY_LIMIT,
-    Mover,
-    MoveStats,
+    Entry,
     human,
-    prune_empty_dirs,
     same_filesystem,
     walk_entries,
 )
-from megabuild.split.spec import Classification, Spec, format_paths
+from megabuild.split.plan import Move, Plan, Planned, PlanReport
+from megabuild.split.spec import Spec, format_paths
 
 
 @dataclass
-class InstallReport:
+class InstallReport(PlanReport):
     name: str
     prefix: Path
     files: int
     nbytes: int
     replaced: int
-    stats: MoveStats
     target_platform: str = ""
 
     def lines(self) -> list[str]:
         s = self.stats
+        head = "would install " if self.dry_run else ""
         return [
-            f"split install ({self.target_platform}): {self.name} -> {self.prefix}: "
+            f"split install ({self.target_platform}): {head}{self.name} -> {self.prefix}: "
             f"{self.files} files, {self.nbytes} bytes "
             f"({human(self.nbytes)}), {self.replaced} replaced",
             f"  moves: {s.renamed} renamed, {s.linked} hard-linked, {s.copied} copied; "
@@ -64,11 +62,13 @@ def resolve_output(spec: Spec, output: str, variant: str | None) -> str:
 
 
 def _owner(spec: Spec, relpath: str) -> str | None:
-    result = spec.classify(relpath)
-    return result.output if isinstance(result, Classification) else None
+    return spec.classify(relpath).output
 
 
-def install(
+InstallPlan = Planned[InstallReport]
+
+
+def plan_install(
     spec: Spec,
     output: str,
     staging: Path,
@@ -76,7 +76,8 @@ def install(
     *,
     linalg_variant: str | None = None,
     overwrite: bool = False,
-) -> InstallReport:
+) -> InstallPlan:
+    """What installing the staged *output* would move, and every problem that forbids it."""
     name = resolve_output(spec, output, linalg_variant)
     source = staging / name
     if not source.is_dir() or source.is_symlink():
@@ -86,10 +87,52 @@ def install(
     entries = walk_entries(source)
     if not entries:
         raise MegabuildError(f"staged output {source} is empty")
+    existing, problems = _prefix_problems(entries, prefix)
+    if existing and not overwrite:
+        problems.insert(0, f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
+    problems[:0] = _foreign_problems(spec, name, entries)
+    if not same_filesystem(source, prefix):
+        big = [e.relpath for e in entries if not e.is_link and e.size > COPY_LIMIT]
+        if big:
+            problems.append(
+                f"prefix is on another file system than the staging dir; refusing to copy "
+                f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
+            )
+    replaced = set(existing)
+    moves = tuple(Move(source, prefix, e.relpath, e.size, e.relpath in replaced) for e in entries)
+    plan = Plan(
+        "install",
+        "nothing was installed",
+        moves=moves,
+        problems=tuple(problems),
+        # the staged output's directory goes too once it is empty
+        prune=((staging, tuple(f"{name}/{e.relpath}" for e in entries)),),
+    )
+    nbytes = sum(e.size for e in entries if not e.is_link)
+    return Planned(
+        InstallReport(name, prefix, len(entries), nbytes, len(existing), spec.target_platform, plan=plan)
+    )
 
+
+def _foreign_problems(spec: Spec, name: str, entries: list[Entry]) -> list[str]:
+    # A staging dir made for another platform (or with another spec) would put
+    # files in the wrong package; stage checked this, but the two steps run in
+    # different conda-build scripts.
+    parsed = spec.parse_staging_name(name)
+    output = parsed[0] if parsed else name
+    foreign = [e.relpath for e in entries if _owner(spec, e.relpath) != output]
+    if not foreign:
+        return []
+    return [
+        f"{len(foreign)} staged file(s) the spec for {spec.target_platform} does not give to {name}: "
+        f"{format_paths(foreign)}"
+    ]
+
+
+def _prefix_problems(entries: list[Entry], prefix: Path) -> tuple[list[str], list[str]]:
+    """(files the install would replace, what in the prefix stands in the way)."""
     existing: list[str] = []
     not_files: list[str] = []
-    blocked: set[str] = set()
     prefix_s = os.fspath(prefix)
     parents: set[str] = set()
     for entry in entries:
@@ -103,64 +146,14 @@ def install(
         while rel_dir and rel_dir not in parents:
             parents.add(rel_dir)
             rel_dir = rel_dir.rpartition("/")[0]
-    for rel_dir in parents:
-        path = os.path.join(prefix_s, rel_dir)
-        if os.path.lexists(path) and not os.path.isdir(path):
-            blocked.add(rel_dir)
-    # A staging dir made for another platform (or with another spec) would put
-    # files in the wrong package; stage checked this, but the two steps run in
-    # different conda-build scripts.
-    parsed = spec.parse_staging_name(name)
-    output = parsed[0] if parsed else name
-    foreign = [e.relpath for e in entries if _owner(spec, e.relpath) != output]
-    problems = []
-    if foreign:
-        problems.append(
-            f"{len(foreign)} staged file(s) the spec for {spec.target_platform} does not give to {name}: "
-            f"{format_paths(foreign)}"
-        )
-    if existing and not overwrite:
-        problems.append(f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
+    blocked = sorted(
+        d
+        for d in parents
+        if os.path.lexists(os.path.join(prefix_s, d)) and not os.path.isdir(os.path.join(prefix_s, d))
+    )
+    problems: list[str] = []
     if not_files:
         problems.append(f"directories in the prefix where files go: {format_paths(not_files)}")
     if blocked:
-        problems.append(f"not a directory in the prefix: {format_paths(sorted(blocked))}")
-    if not same_filesystem(source, prefix):
-        big = [e.relpath for e in entries if not e.is_link and e.size > COPY_LIMIT]
-        if big:
-            problems.append(
-                f"prefix is on another file system than the staging dir; refusing to copy "
-                f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
-            )
-    if problems:
-        raise MegabuildError("; ".join(problems) + "; nothing was installed")
-
-    mover = Mover()
-    set_aside: list[tuple[str, str]] = []
-    current = ""
-    source_s = os.fspath(source)
-    try:
-        for entry in entries:
-            current = entry.relpath
-            dst = os.path.join(prefix_s, entry.relpath)
-            mover.ensure_dir(prefix, entry.relpath.rpartition("/")[0], source)
-            if os.path.lexists(dst):
-                backup = dst + ".megabuild-old"
-                os.replace(dst, backup)
-                set_aside.append((dst, backup))
-            mover.move(os.path.join(source_s, entry.relpath), dst, entry.size)
-    except (OSError, MegabuildError) as exc:
-        failed = mover.rollback()
-        for dst, backup in set_aside:
-            os.replace(backup, dst)
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        tail = f"; could not move back: {format_paths(failed)}" if failed else "; rolled back"
-        raise MegabuildError(f"install failed at {current}: {detail}{tail}") from None
-    for _dst, backup in set_aside:
-        os.unlink(backup)
-    mover.finish()
-    prune_empty_dirs(source, [e.relpath for e in entries])
-    with contextlib.suppress(OSError):
-        source.rmdir()
-    nbytes = sum(e.size for e in entries if not e.is_link)
-    return InstallReport(name, prefix, len(entries), nbytes, len(existing), mover.stats, spec.target_platform)
+        problems.append(f"not a directory in the prefix: {format_paths(blocked)}")
+    return existing, problems

@@ -19,28 +19,29 @@ libtorch's files under ``$SP_DIR/torch/{lib,bin,share}`` at ``$PREFIX``.
   removed, in ``lib``, ``bin``, ``share`` and ``include``.
 * ``__pycache__/*.pyc`` compiled for another Python are removed.
 
-Everything is validated before the first change.
+Everything is validated before the first change, and a failure half-way is rolled back.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
-from megabuild.split.fsmove import prune_empty_dirs, walk_entries
+from megabuild.split.fsmove import Entry, walk_entries
+from megabuild.split.plan import Link, Plan, Planned, PlanReport
 from megabuild.split.spec import DROPPED, Classification, Spec, format_paths
 
 LINK_AREAS = ("lib", "bin", "share")
 PYC_PACKAGES = ("torch", "functorch", "torchgen")
+_NO_CHANGE = Plan("link-back", "nothing was changed")
 _TAG = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)?")
 
 
 @dataclass
-class LinkBackReport:
+class LinkBackReport(PlanReport):
     linked: list[str] = field(default_factory=list)
     already_linked: list[str] = field(default_factory=list)
     size_differs: list[str] = field(default_factory=list)
@@ -90,7 +91,36 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def link_back(
+@dataclass
+class _Scan:
+    """What walking site-packages found (filled by the ``_scan_*`` helpers)."""
+
+    report: LinkBackReport
+    links: list[Link] = field(default_factory=list)
+    removals: list[Path] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)  # libtorch's headers to remove (opt-in)
+    problems: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    not_real: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Places:
+    """The directories link-back works on, resolved once."""
+
+    prefix: Path
+    sp_dir: Path
+    torch_dir: Path
+    real_prefix: str
+    real_sp: str
+
+
+LinkBackPlan = Planned[LinkBackReport]
+
+
+def plan_link_back(
     spec: Spec,
     prefix: Path,
     sp_dir: Path,
@@ -98,8 +128,8 @@ def link_back(
     python_tag: str,
     keep_missing: bool = False,
     drop_libtorch_headers: bool = False,
-    dry_run: bool = False,
-) -> LinkBackReport:
+) -> LinkBackPlan:
+    """What link-back would change in *sp_dir* and *prefix*, and every problem that forbids it."""
     if not _TAG.fullmatch(python_tag):
         raise MegabuildError(f"--python-tag {python_tag!r} is not a cache tag like cpython-312")
     if not prefix.is_dir():
@@ -107,118 +137,152 @@ def link_back(
     torch_dir = sp_dir / "torch"
     if not torch_dir.is_dir():
         raise MegabuildError(f"{torch_dir} is not a directory (is pytorch pip-installed?)")
-    real_prefix = os.path.realpath(prefix)
-    real_sp = os.path.realpath(sp_dir)
-    report = LinkBackReport(python_tag=python_tag, target_platform=spec.target_platform)
-    problems: list[str] = []
+    places = _Places(prefix, sp_dir, torch_dir, os.path.realpath(prefix), os.path.realpath(sp_dir))
+    scan = _Scan(LinkBackReport(plan=_NO_CHANGE, python_tag=python_tag, target_platform=spec.target_platform))
+    _scan_link_areas(spec, places, scan, keep_missing)
+    _scan_include(spec, places, scan, drop_libtorch_headers)
+    pyc = _foreign_pyc(sp_dir, python_tag)
+    report = scan.report
+    report.linked = [link.rel for link in scan.links if link.root == torch_dir]
+    report.pyc_removed = len(pyc)
+    report.headers_removed = len(scan.headers)
+    include = torch_dir / "include"
+    pycache_dirs = sorted({path.parent for path in pyc})
+    report.plan = replace(
+        _NO_CHANGE,
+        links=tuple(scan.links),
+        removals=(*scan.removals, *(include / rel for rel in scan.headers), *pyc),
+        problems=tuple(scan.problems + _listed_problems(spec, scan)),
+        prune=(
+            (include, tuple(scan.headers)),
+            *((d.parent, tuple(f"{d.name}/{p.name}" for p in pyc if p.parent == d)) for d in pycache_dirs),
+        ),
+    )
+    return Planned(report)
 
-    replace: list[tuple[Path, str]] = []  # file in site-packages, relative link target
-    remove: list[Path] = []
-    prefix_links: list[tuple[Path, str]] = []  # link in the prefix, relative target
-    unmatched: list[str] = []
-    conflicts: list[str] = []
-    missing: list[str] = []
-    not_real: list[str] = []
+
+def _scan_link_areas(spec: Spec, places: _Places, scan: _Scan, keep_missing: bool) -> None:
+    """Classify torch/{lib,bin,share}: links to plan, files to drop, problems."""
     link_hits: dict[int, int] = {r.index: 0 for r in spec.rules if r.prefix_link}
-
     for area in LINK_AREAS:
-        area_dir = torch_dir / area
+        area_dir = places.torch_dir / area
         if area_dir.is_symlink():
-            problems.append(f"{area_dir} is a symlink; expected a directory")
+            scan.problems.append(f"{area_dir} is a symlink; expected a directory")
             continue
         if not area_dir.is_dir():
             continue
         for entry in walk_entries(area_dir):
             rel = f"{area}/{entry.relpath}"
-            path = torch_dir / rel
-            result = spec.classify(rel)
-            if result is None:
-                unmatched.append(rel)
-                continue
-            if isinstance(result, list):
-                conflicts.append(rel)
-                continue
-            if result.output == DROPPED:
-                remove.append(path)
-                report.dropped.append(rel)
-            elif result.output == spec.default_output:
-                for rule in result.rules:
-                    if rule.prefix_link:
-                        link_hits[rule.index] += 1
-                        if entry.is_link:
-                            not_real.append(rel)
-                        else:
-                            dst = prefix / rel
-                            wanted = os.path.relpath(
-                                os.path.join(real_sp, "torch", rel),
-                                os.path.join(real_prefix, os.path.dirname(rel)),
-                            )
-                            prefix_links.append((dst, wanted))
+            cls = spec.classify(rel)
+            if cls.unmatched:
+                scan.unmatched.append(rel)
+            elif cls.conflict:
+                scan.conflicts.append(rel)
+            elif cls.output == DROPPED:
+                scan.removals.append(places.torch_dir / rel)
+                scan.report.dropped.append(rel)
+            elif cls.output == spec.default_output:
+                _plan_prefix_links(cls, rel, entry, places, scan, link_hits)
             else:
-                target = prefix / rel
-                wanted = os.path.relpath(
-                    os.path.join(real_prefix, rel), os.path.join(real_sp, "torch", os.path.dirname(rel))
-                )
-                if entry.is_link and os.readlink(path) == wanted:
-                    report.already_linked.append(rel)
-                elif os.path.lexists(target):
-                    if not entry.is_link and target.exists() and target.stat().st_size != entry.size:
-                        report.size_differs.append(rel)
-                    replace.append((path, wanted))
-                elif keep_missing:
-                    report.kept_missing.append(rel)
-                else:
-                    missing.append(rel)
-
+                _plan_link_to_prefix(rel, entry, places, scan, keep_missing)
     for rule in spec.rules:
         if rule.prefix_link and rule.required == "always" and link_hits[rule.index] == 0:
-            problems.append(f"{rule.shown} is missing in {torch_dir} (pytorch must ship it)")
+            scan.problems.append(f"{rule.shown} is missing in {places.torch_dir} (pytorch must ship it)")
 
-    include = torch_dir / "include"
-    headers: list[str] = []  # libtorch's headers to remove from site-packages (opt-in)
+
+def _plan_prefix_links(
+    cls: Classification, rel: str, entry: Entry, places: _Places, scan: _Scan, link_hits: dict[int, int]
+) -> None:
+    """pytorch's own file that ``$PREFIX`` needs too: a link from the prefix to it."""
+    for rule in cls.rules:
+        if not rule.prefix_link:
+            continue
+        link_hits[rule.index] += 1
+        if entry.is_link:
+            scan.not_real.append(rel)
+            continue
+        wanted = os.path.relpath(
+            os.path.join(places.real_sp, "torch", rel),
+            os.path.join(places.real_prefix, os.path.dirname(rel)),
+        )
+        dst = places.prefix / rel
+        if not os.path.lexists(dst):
+            scan.links.append(Link(places.prefix, rel, wanted))
+        elif not (dst.is_symlink() and os.readlink(dst) == wanted):
+            scan.problems.append(f"{dst} exists and is not a link to site-packages; refusing to replace it")
+            continue
+        scan.report.prefix_links.append(rel)
+
+
+def _plan_link_to_prefix(rel: str, entry: Entry, places: _Places, scan: _Scan, keep_missing: bool) -> None:
+    """libtorch's file copied by pip: replaced by a link into the prefix."""
+    path = places.torch_dir / rel
+    target = places.prefix / rel
+    wanted = os.path.relpath(
+        os.path.join(places.real_prefix, rel), os.path.join(places.real_sp, "torch", os.path.dirname(rel))
+    )
+    if entry.is_link and os.readlink(path) == wanted:
+        scan.report.already_linked.append(rel)
+    elif os.path.lexists(target):
+        if not entry.is_link and target.exists() and target.stat().st_size != entry.size:
+            scan.report.size_differs.append(rel)
+        scan.links.append(Link(places.torch_dir, rel, wanted, replaces=True))
+    elif keep_missing:
+        scan.report.kept_missing.append(rel)
+    else:
+        scan.missing.append(rel)
+
+
+def _scan_include(spec: Spec, places: _Places, scan: _Scan, drop_libtorch_headers: bool) -> None:
+    """torch/include stays a real directory; dropped headers go, libtorch's go on request."""
+    include = places.torch_dir / "include"
     if include.is_symlink():
-        problems.append(f"{include} is a symlink; it must stay a real directory")
-    elif include.is_dir():
-        into_prefix = []
-        for entry in walk_entries(include):
-            if entry.is_link:
-                resolved = os.path.realpath(include / entry.relpath)
-                if _inside(resolved, real_prefix) and not _inside(resolved, real_sp):
-                    into_prefix.append(f"include/{entry.relpath}")
-                continue
-            rel = f"include/{entry.relpath}"
-            result = spec.classify(rel)
-            output = result.output if isinstance(result, Classification) else None
-            if output == DROPPED:  # e.g. the omp.h setup.py copies on osx
-                remove.append(include / entry.relpath)
-                report.dropped.append(rel)
-            elif (
-                drop_libtorch_headers
-                and output not in (None, spec.default_output)
-                and os.path.lexists(prefix / rel)
-            ):
-                headers.append(entry.relpath)
-        if into_prefix:
-            problems.append(f"headers in site-packages link into the prefix: {format_paths(into_prefix)}")
+        scan.problems.append(f"{include} is a symlink; it must stay a real directory")
+        return
+    if not include.is_dir():
+        return
+    into_prefix = []
+    for entry in walk_entries(include):
+        rel = f"include/{entry.relpath}"
+        if entry.is_link:
+            resolved = os.path.realpath(include / entry.relpath)
+            if _inside(resolved, places.real_prefix) and not _inside(resolved, places.real_sp):
+                into_prefix.append(rel)
+            continue
+        output = spec.classify(rel).output
+        if output == DROPPED:  # e.g. the omp.h setup.py copies on osx
+            scan.removals.append(include / entry.relpath)
+            scan.report.dropped.append(rel)
+        elif (
+            drop_libtorch_headers
+            and output not in (None, spec.default_output)
+            and os.path.lexists(places.prefix / rel)
+        ):
+            scan.headers.append(entry.relpath)
+    if into_prefix:
+        scan.problems.append(f"headers in site-packages link into the prefix: {format_paths(into_prefix)}")
 
-    for dst, wanted in prefix_links:
-        if os.path.lexists(dst) and not (dst.is_symlink() and os.readlink(dst) == wanted):
-            problems.append(f"{dst} exists and is not a link to site-packages; refusing to replace it")
 
-    if unmatched:
+def _listed_problems(spec: Spec, scan: _Scan) -> list[str]:
+    problems = []
+    if scan.unmatched:
         problems.append(
-            f"files in strict areas match no rule for {spec.target_platform}: {format_paths(unmatched)}"
+            f"files in strict areas match no rule for {spec.target_platform}: {format_paths(scan.unmatched)}"
         )
-    if conflicts:
-        problems.append(f"files match rules of different outputs: {format_paths(conflicts)}")
-    if missing:
+    if scan.conflicts:
+        problems.append(f"files match rules of different outputs: {format_paths(scan.conflicts)}")
+    if scan.missing:
         problems.append(
-            f"{len(missing)} file(s) belong to libtorch but are missing in the prefix "
-            f"(is the exact libtorch in the host env?): {format_paths(missing)}"
+            f"{len(scan.missing)} file(s) belong to libtorch but are missing in the prefix "
+            f"(is the exact libtorch in the host env?): {format_paths(scan.missing)}"
         )
-    if not_real:
-        problems.append(f"must be real files in site-packages, found symlinks: {format_paths(not_real)}")
+    if scan.not_real:
+        problems.append(f"must be real files in site-packages, found symlinks: {format_paths(scan.not_real)}")
+    return problems
 
+
+def _foreign_pyc(sp_dir: Path, python_tag: str) -> list[Path]:
+    """``__pycache__`` files of torch, functorch and torchgen compiled for another Python."""
     pyc: list[Path] = []
     for package in PYC_PACKAGES:
         base = sp_dir / package
@@ -231,35 +295,4 @@ def link_back(
                 tag = pyc_tag(name)
                 if tag is not None and tag != python_tag:
                     pyc.append(Path(dirpath) / name)
-
-    if problems:
-        raise MegabuildError("; ".join(problems) + "; nothing was changed")
-    report.linked = [str(p.relative_to(torch_dir).as_posix()) for p, _ in replace]
-    report.prefix_links = [str(d.relative_to(prefix).as_posix()) for d, _ in prefix_links]
-    report.pyc_removed = len(pyc)
-    report.headers_removed = len(headers)
-    if dry_run:
-        return report
-
-    for path, wanted in replace:
-        tmp = path.with_name(f".{path.name}.megabuild-link")
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(wanted, tmp)
-        os.replace(tmp, path)
-    for path in remove:
-        os.unlink(path)
-    for rel in headers:
-        os.unlink(include / rel)
-    prune_empty_dirs(include, headers)
-    for dst, wanted in prefix_links:
-        if os.path.lexists(dst):
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(wanted, dst)
-    for path in pyc:
-        os.unlink(path)
-    for path in {p.parent for p in pyc}:
-        with contextlib.suppress(OSError):
-            path.rmdir()
-    return report
+    return pyc

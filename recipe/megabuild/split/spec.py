@@ -143,16 +143,34 @@ class Rule:
     def required_for(self, cuda: bool) -> bool:
         return self.required == "always" or self.required == ("cuda" if cuda else "cpu")
 
-    def describe(self) -> str:
-        return f"rule {self.index} ({self.shown or self.pattern!r} -> {self.output})"
-
 
 @dataclass(frozen=True)
 class Classification:
-    """Where one path goes and why."""
+    """Where one path goes and why.
 
-    output: str
-    rules: tuple[Rule, ...]  # the rules that matched (empty: default output)
+    ``output`` is ``None`` when no single output can take the path: either
+    rules of different outputs match it (a conflict: ``rules`` holds them) or
+    it lies in a strict area and no rule matches (``rules`` is empty)."""
+
+    output: str | None
+    rules: tuple[Rule, ...]  # the rules that matched (empty: default output or unmatched)
+
+    @property
+    def conflict(self) -> bool:
+        return self.output is None and bool(self.rules)
+
+    @property
+    def unmatched(self) -> bool:
+        return self.output is None and not self.rules
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One entry of the spec's ``outputs`` table."""
+
+    name: str
+    variants: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass
@@ -160,7 +178,7 @@ class Spec:
     path: Path
     default_output: str
     strict_areas: tuple[str, ...]
-    outputs: dict[str, dict[str, Any]]
+    outputs: dict[str, OutputSpec]
     rules: tuple[Rule, ...]  # only the rules that apply to target_platform, expanded for it
     target_platform: str = field(default_factory=host_target_platform)
     placeholders: dict[str, tuple[str, ...]] = field(default_factory=dict)  # for target_platform
@@ -191,25 +209,25 @@ class Spec:
         return tuple(name for name in self.outputs if name != self.default_output)
 
     def variants(self, output: str) -> tuple[str, ...]:
-        return tuple(self.outputs.get(output, {}).get("variants", ()))
+        info = self.outputs.get(output)
+        return info.variants if info is not None else ()
 
     def in_strict_area(self, relpath: str) -> bool:
         return any(regex.match(relpath) for regex in self._strict)
 
-    def classify(self, relpath: str) -> Classification | list[Rule] | None:
-        """Classify *relpath*: a :class:`Classification`, the conflicting rules
-        (matches of different outputs), or ``None`` (unmatched in a strict area)."""
+    def classify(self, relpath: str) -> Classification:
+        """Classify *relpath* (see :class:`Classification` for conflicts and unmatched paths)."""
         candidates = self._by_head.get(relpath.split("/", 1)[0], ())
         if self._wild:
             candidates = tuple(sorted(candidates + self._wild, key=lambda rule: rule.index))
         matched = tuple(rule for rule in candidates if rule.matches(relpath))
         outputs = {rule.output for rule in matched}
         if len(outputs) > 1:
-            return list(matched)
+            return Classification(None, matched)
         if matched:
             return Classification(matched[0].output, matched)
         if self.in_strict_area(relpath):
-            return None
+            return Classification(None, ())
         return Classification(self.default_output, ())
 
     def staging_name(self, output: str, variant: str | None) -> str:
@@ -331,36 +349,15 @@ def load_spec(path: str | Path | None = None, target_platform: str | None = None
     spec_path = Path(path) if path is not None else DEFAULT_SPEC
     target = target_platform or host_target_platform()
     family = platform_family(target)
-    try:
-        raw = json.loads(spec_path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MegabuildError(f"cannot read split spec {spec_path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise MegabuildError(f"split spec {spec_path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise MegabuildError(f"split spec {spec_path}: top level must be an object")
+    raw = _read_spec(spec_path)
     where = f"split spec {spec_path.name}"
     if raw.get("version") != 1:
         raise MegabuildError(f"{where}: unsupported version {raw.get('version')!r} (expected 1)")
-
-    outputs = raw.get("outputs")
-    if not isinstance(outputs, dict) or not outputs:
-        raise MegabuildError(f"{where}: 'outputs' must be a non-empty object")
-    for name, info in outputs.items():
-        if not isinstance(info, dict):
-            raise MegabuildError(f"{where}: output {name!r} must be an object")
-        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-            raise MegabuildError(f"{where}: bad output name {name!r}")
-        variants = info.get("variants", [])
-        if not isinstance(variants, list) or not all(
-            isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.]+", v) for v in variants
-        ):
-            raise MegabuildError(f"{where}: output {name!r}: 'variants' must be a list of simple names")
-
+    outputs = _load_outputs(raw.get("outputs"), where)
     default_output = raw.get("default_output")
-    if default_output not in outputs:
+    if not isinstance(default_output, str) or default_output not in outputs:
         raise MegabuildError(f"{where}: 'default_output' {default_output!r} is not a declared output")
-    if outputs[default_output].get("variants"):
+    if outputs[default_output].variants:
         raise MegabuildError(f"{where}: the default output cannot have variants")
 
     table = _load_platforms(raw.get("platforms"), where)
@@ -369,7 +366,6 @@ def load_spec(path: str | Path | None = None, target_platform: str | None = None
             f"{where} has no rules for target platform {target} (its platforms: {', '.join(table)})"
         )
     placeholders = table.get(family, {})
-
     strict = raw.get("strict_areas", [])
     if not isinstance(strict, list):
         raise MegabuildError(f"{where}: 'strict_areas' must be a list")
@@ -381,40 +377,86 @@ def load_spec(path: str | Path | None = None, target_platform: str | None = None
     raw_rules = raw.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise MegabuildError(f"{where}: 'rules' must be a non-empty list")
-    rules = []
-    for i, item in enumerate(raw_rules):
-        label = f"{where}: rule {i}"
-        if not isinstance(item, dict):
-            raise MegabuildError(f"{label}: must be an object")
-        unknown = set(item) - RULE_KEYS
-        if unknown:
-            raise MegabuildError(f"{label}: unknown keys {sorted(unknown)}")
-        pattern = _check_expanded(item.get("pattern"), label, table)
-        output = item.get("output")
-        if output not in outputs:
-            raise MegabuildError(f"{label} ({pattern!r}): unknown output {output!r}")
-        required = item.get("required", "never")
-        if required not in REQUIRED_VALUES:
-            raise MegabuildError(
-                f"{label} ({pattern!r}): 'required' must be one of {', '.join(REQUIRED_VALUES)}"
-            )
-        note = item.get("note", "")
-        if not isinstance(note, str):
-            raise MegabuildError(f"{label} ({pattern!r}): 'note' must be a string")
-        if output == DROPPED and not note:
-            raise MegabuildError(f"{label} ({pattern!r}): a rule that drops files must say why ('note')")
-        prefix_link = item.get("prefix_link", False)
-        if not isinstance(prefix_link, bool) or (prefix_link and output != default_output):
-            raise MegabuildError(f"{label} ({pattern!r}): 'prefix_link' is a boolean for {default_output}")
-        platforms = _check_rule_platforms(item.get("platforms"), f"{label} ({pattern!r})", set(table))
-        if not applies_to(platforms, target):
-            continue  # validated above, but not part of this platform's split
-        regex = compile_patterns(expand_pattern(pattern, placeholders))
-        shown = show_pattern(pattern, placeholders)
-        rules.append(Rule(i, pattern, output, required, note, prefix_link, regex, shown, platforms))
+    context = _RuleContext(where, outputs, default_output, table, target)
+    rules = [rule for i, item in enumerate(raw_rules) if (rule := _load_rule(i, item, context)) is not None]
     return Spec(
-        spec_path, default_output, tuple(strict_patterns), dict(outputs), tuple(rules), target, placeholders
+        spec_path, default_output, tuple(strict_patterns), outputs, tuple(rules), target, placeholders
     )
+
+
+def _read_spec(spec_path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(spec_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MegabuildError(f"cannot read split spec {spec_path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise MegabuildError(f"split spec {spec_path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise MegabuildError(f"split spec {spec_path}: top level must be an object")
+    return raw
+
+
+def _load_outputs(outputs: object, where: str) -> dict[str, OutputSpec]:
+    if not isinstance(outputs, dict) or not outputs:
+        raise MegabuildError(f"{where}: 'outputs' must be a non-empty object")
+    loaded: dict[str, OutputSpec] = {}
+    for name, info in outputs.items():
+        if not isinstance(info, dict):
+            raise MegabuildError(f"{where}: output {name!r} must be an object")
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+            raise MegabuildError(f"{where}: bad output name {name!r}")
+        variants = info.get("variants", [])
+        if not isinstance(variants, list) or not all(
+            isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.]+", v) for v in variants
+        ):
+            raise MegabuildError(f"{where}: output {name!r}: 'variants' must be a list of simple names")
+        note = info.get("note", "")
+        loaded[name] = OutputSpec(name, tuple(variants), note if isinstance(note, str) else "")
+    return loaded
+
+
+@dataclass(frozen=True)
+class _RuleContext:
+    """What validating one rule needs from the rest of the spec."""
+
+    where: str
+    outputs: dict[str, OutputSpec]
+    default_output: str
+    table: dict[str, dict[str, tuple[str, ...]]]
+    target: str
+
+
+def _load_rule(index: int, item: object, ctx: _RuleContext) -> Rule | None:
+    """The rule at *index* bound to the target platform; ``None`` if it applies elsewhere only."""
+    label = f"{ctx.where}: rule {index}"
+    if not isinstance(item, dict):
+        raise MegabuildError(f"{label}: must be an object")
+    unknown = set(item) - RULE_KEYS
+    if unknown:
+        raise MegabuildError(f"{label}: unknown keys {sorted(unknown)}")
+    pattern = _check_expanded(item.get("pattern"), label, ctx.table)
+    label = f"{label} ({pattern!r})"
+    output = item.get("output")
+    if not isinstance(output, str) or output not in ctx.outputs:
+        raise MegabuildError(f"{label}: unknown output {output!r}")
+    required = item.get("required", "never")
+    if required not in REQUIRED_VALUES:
+        raise MegabuildError(f"{label}: 'required' must be one of {', '.join(REQUIRED_VALUES)}")
+    note = item.get("note", "")
+    if not isinstance(note, str):
+        raise MegabuildError(f"{label}: 'note' must be a string")
+    if output == DROPPED and not note:
+        raise MegabuildError(f"{label}: a rule that drops files must say why ('note')")
+    prefix_link = item.get("prefix_link", False)
+    if not isinstance(prefix_link, bool) or (prefix_link and output != ctx.default_output):
+        raise MegabuildError(f"{label}: 'prefix_link' is a boolean for {ctx.default_output}")
+    platforms = _check_rule_platforms(item.get("platforms"), label, set(ctx.table))
+    if not applies_to(platforms, ctx.target):
+        return None  # validated above, but not part of this platform's split
+    placeholders = ctx.table.get(platform_family(ctx.target), {})
+    regex = compile_patterns(expand_pattern(pattern, placeholders))
+    shown = show_pattern(pattern, placeholders)
+    return Rule(index, pattern, output, str(required), note, prefix_link, regex, shown, platforms)
 
 
 def format_paths(paths: list[str], limit: int = 8) -> str:

@@ -18,13 +18,11 @@ from megabuild.errors import MegabuildError
 from megabuild.split.fsmove import (
     COPY_LIMIT,
     Entry,
-    Mover,
-    MoveStats,
     human,
-    prune_empty_dirs,
     same_filesystem,
     walk_entries,
 )
+from megabuild.split.plan import Move, Plan, Planned, PlanReport
 from megabuild.split.spec import Classification, Rule, Spec, format_paths
 
 
@@ -42,16 +40,12 @@ class OutputTotal:
 
 
 @dataclass
-class StageReport:
+class StageReport(PlanReport):
     tree: Path
     staging: Path
     cuda: bool
-    dry_run: bool
     totals: dict[str, OutputTotal]  # staging dir name (or default output) -> totals
     stays: str  # the default output's name (stays in the tree)
-    stats: MoveStats
-    # relpath -> (output, note of the deciding rule) for every file
-    assignment: dict[str, tuple[str, str]]
     target_platform: str = ""
 
     def lines(self) -> list[str]:
@@ -70,36 +64,44 @@ class StageReport:
         return out
 
 
-def classify_entries(
-    spec: Spec, entries: list[Entry]
-) -> tuple[dict[str, Classification], list[str], list[str], dict[int, int]]:
-    """Classify all entries: (assignments, conflicts, unmatched, matches per rule)."""
-    assigned: dict[str, Classification] = {}
-    conflicts: list[str] = []
-    unmatched: list[str] = []
-    hits: dict[int, int] = {rule.index: 0 for rule in spec.rules}
+@dataclass(frozen=True)
+class Classified:
+    """Every entry of a tree classified: where each goes and what stops the split."""
+
+    assigned: dict[str, Classification]  # relpath -> a classification with an output
+    conflicts: list[str]  # "relpath [out1 (rule) vs out2 (rule)]"
+    unmatched: list[str]  # relpaths in strict areas no rule takes
+    hits: dict[int, int]  # rule index -> matching entries
+
+
+def classify_entries(spec: Spec, entries: list[Entry]) -> Classified:
+    result = Classified({}, [], [], {rule.index: 0 for rule in spec.rules})
     for entry in entries:
-        result = spec.classify(entry.relpath)
-        if result is None:
-            unmatched.append(entry.relpath)
-            continue
-        if isinstance(result, list):
-            outs = " vs ".join(f"{r.output} ({r.shown})" for r in result)
-            conflicts.append(f"{entry.relpath} [{outs}]")
-            for rule in result:
-                hits[rule.index] += 1
-            continue
-        for rule in result.rules:
-            hits[rule.index] += 1
-        assigned[entry.relpath] = result
-    return assigned, conflicts, unmatched, hits
+        cls = spec.classify(entry.relpath)
+        for rule in cls.rules:
+            result.hits[rule.index] += 1
+        if cls.unmatched:
+            result.unmatched.append(entry.relpath)
+        elif cls.conflict:
+            outs = " vs ".join(f"{r.output} ({r.shown})" for r in cls.rules)
+            result.conflicts.append(f"{entry.relpath} [{outs}]")
+        else:
+            result.assigned[entry.relpath] = cls
+    return result
 
 
 def missing_required(spec: Spec, hits: dict[int, int], outputs: set[str], cuda: bool) -> list[Rule]:
     return [r for r in spec.rules if r.output in outputs and r.required_for(cuda) and hits[r.index] == 0]
 
 
-def stage(
+# A file to stage: the entry, its destination root, the staging dir name.
+_Staged = tuple[Entry, Path, str]
+
+
+StagePlan = Planned[StageReport]
+
+
+def plan_stage(
     spec: Spec,
     tree: Path,
     staging: Path,
@@ -107,8 +109,33 @@ def stage(
     cuda: bool = False,
     linalg_variant: str | None = None,
     only: list[str] | None = None,
-    dry_run: bool = False,
-) -> StageReport:
+) -> StagePlan:
+    """What staging *tree* would move, and every problem that forbids it; changes nothing."""
+    selected = _check_arguments(spec, tree, staging, only, linalg_variant)
+    entries = walk_entries(tree)
+    classified = classify_entries(spec, entries)
+    problems = _classification_problems(spec, classified, selected, cuda, linalg_variant)
+    totals: dict[str, OutputTotal] = {}
+    staged = _files_to_stage(spec, entries, classified, selected, linalg_variant, staging, totals)
+    problems += _move_problems(tree, staging, staged, classified.assigned)
+    moves = tuple(Move(tree, root, entry.relpath, entry.size) for entry, root, _ in staged)
+    plan = Plan(
+        "staging",
+        "nothing was moved",
+        moves=moves,
+        problems=tuple(problems),
+        prune=((tree, tuple(move.rel for move in moves)),),
+    )
+    ordered = {name: totals[name] for name in sorted(totals, key=lambda n: (n == spec.default_output, n))}
+    return Planned(
+        StageReport(tree, staging, cuda, ordered, spec.default_output, spec.target_platform, plan=plan)
+    )
+
+
+def _check_arguments(
+    spec: Spec, tree: Path, staging: Path, only: list[str] | None, linalg_variant: str | None
+) -> set[str]:
+    """The outputs to stage; a one-line error for arguments that cannot work."""
     if not tree.is_dir():
         raise MegabuildError(f"torch tree {tree} is not a directory")
     real_tree = Path(os.path.realpath(tree))
@@ -117,134 +144,109 @@ def stage(
         raise MegabuildError(f"staging dir {staging} and torch tree {tree} must not contain each other")
     if os.path.lexists(staging) and not staging.is_dir():
         raise MegabuildError(f"staging dir {staging} exists and is not a directory")
-
     unknown = [name for name in (only or []) if name not in spec.outputs]
     if unknown:
         raise MegabuildError(
             f"--only: unknown output(s) {', '.join(unknown)} (spec has {', '.join(spec.outputs)})"
         )
     selected = set(only) if only else set(spec.outputs)
-    variant_outputs = [name for name in selected if spec.variants(name)]
-    for name in variant_outputs:
-        if linalg_variant is not None and linalg_variant not in spec.variants(name):
+    for name in selected:
+        variants = spec.variants(name)
+        if variants and linalg_variant is not None and linalg_variant not in variants:
             raise MegabuildError(
-                f"--linalg-variant {linalg_variant!r} is not a variant of {name} "
-                f"({', '.join(spec.variants(name))})"
+                f"--linalg-variant {linalg_variant!r} is not a variant of {name} ({', '.join(variants)})"
             )
+    return selected
 
-    entries = walk_entries(tree)
-    assigned, conflicts, unmatched, hits = classify_entries(spec, entries)
-    missing = missing_required(spec, hits, selected, cuda)
 
+def _classification_problems(
+    spec: Spec, classified: Classified, selected: set[str], cuda: bool, linalg_variant: str | None
+) -> list[str]:
     problems: list[str] = []
-    if unmatched:
+    if classified.unmatched:
         problems.append(
-            f"{len(unmatched)} file(s) in strict areas match no rule for {spec.target_platform}: "
-            f"{format_paths(unmatched)}"
+            f"{len(classified.unmatched)} file(s) in strict areas match no rule for {spec.target_platform}: "
+            f"{format_paths(classified.unmatched)}"
         )
-    if conflicts:
+    if classified.conflicts:
         problems.append(
-            f"{len(conflicts)} file(s) match rules of different outputs: {format_paths(conflicts)}"
+            f"{len(classified.conflicts)} file(s) match rules of different outputs: "
+            f"{format_paths(classified.conflicts)}"
         )
+    missing = missing_required(spec, classified.hits, selected, cuda)
     if missing:
         what = "CUDA" if cuda else "CPU"
         problems.append(
             f"required for {what} on {spec.target_platform} but missing in the tree: "
             + format_paths([f"{r.shown} ({r.output})" for r in missing])
         )
-    for name in variant_outputs:
-        has_files = any(c.output == name for c in assigned.values())
+    for name in sorted(n for n in selected if spec.variants(n)):
+        has_files = any(c.output == name for c in classified.assigned.values())
         if linalg_variant is None and (has_files or cuda):
             problems.append(f"output {name} needs --linalg-variant ({'/'.join(spec.variants(name))})")
-    if problems:
-        raise MegabuildError("; ".join(problems) + "; nothing was moved")
+    return problems
 
-    by_rel = {e.relpath: e for e in entries}
-    totals: dict[str, OutputTotal] = {}
-    moves: list[tuple[Entry, Path, str]] = []  # entry, destination root, staging name
+
+def _files_to_stage(
+    spec: Spec,
+    entries: list[Entry],
+    classified: Classified,
+    selected: set[str],
+    linalg_variant: str | None,
+    staging: Path,
+    totals: dict[str, OutputTotal],
+) -> list[_Staged]:
+    """The entries leaving the tree (filling *totals*, which counts the default output too)."""
+    staged: list[_Staged] = []
     roots: dict[str, Path] = {}  # one Path per output, not per file (~10k files)
-    for rel, cls in assigned.items():
-        if cls.output not in selected:
+    for entry in entries:
+        cls = classified.assigned.get(entry.relpath)
+        if cls is None or cls.output is None or cls.output not in selected:
             continue
-        entry = by_rel[rel]
         if cls.output == spec.default_output:
             totals.setdefault(spec.default_output, OutputTotal()).add(entry)
             continue
+        if spec.variants(cls.output) and linalg_variant is None:
+            continue  # reported as a problem: the variant decides the staging dir
         name = spec.staging_name(cls.output, linalg_variant)
         totals.setdefault(name, OutputTotal()).add(entry)
         if name not in roots:
             roots[name] = staging / name
-        moves.append((entry, roots[name], name))
+        staged.append((entry, roots[name], name))
+    return staged
 
-    bad_links = _links_left_behind(tree, moves, assigned)
+
+def _move_problems(
+    tree: Path, staging: Path, staged: list[_Staged], assigned: dict[str, Classification]
+) -> list[str]:
+    problems: list[str] = []
+    bad_links = _links_left_behind(tree, staged, assigned)
     if bad_links:
         problems.append(f"symlinks would not resolve after staging: {format_paths(bad_links)}")
     # Only output dirs that exist already can clash (the magma pass adds to a used staging root).
-    existing_roots = {root for _, root, _ in moves if os.path.lexists(root)}
-    old_moves = [m for m in moves if m[1] in existing_roots]
+    existing_roots = {root for _, root, _ in staged if os.path.lexists(root)}
+    old_moves = [m for m in staged if m[1] in existing_roots]
     clashes = [f"{name}/{e.relpath}" for e, root, name in old_moves if os.path.lexists(root / e.relpath)]
     blocked = _blocked_parents(old_moves)
     if clashes:
         problems.append(f"already in the staging dir: {format_paths(clashes)}")
     if blocked:
         problems.append(f"not a directory in the staging dir: {format_paths(blocked)}")
-    if moves and not same_filesystem(tree, staging):
-        big = [e.relpath for e, _, _ in moves if not e.is_link and e.size > COPY_LIMIT]
+    if staged and not same_filesystem(tree, staging):
+        big = [e.relpath for e, _, _ in staged if not e.is_link and e.size > COPY_LIMIT]
         if big:
             problems.append(
                 f"staging dir is on another file system than the tree; refusing to copy "
                 f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
             )
-    source_dirs = {os.path.join(os.fspath(tree), e.relpath.rpartition("/")[0]) for e, _, _ in moves}
+    source_dirs = {os.path.join(os.fspath(tree), e.relpath.rpartition("/")[0]) for e, _, _ in staged}
     unwritable = sorted(d for d in source_dirs if not os.access(d, os.W_OK))
     if unwritable:
         problems.append(f"cannot remove files from read-only directories: {format_paths(unwritable)}")
-    if problems:
-        raise MegabuildError("; ".join(problems) + "; nothing was moved")
-
-    ordered = {name: totals[name] for name in sorted(totals, key=lambda n: (n == spec.default_output, n))}
-    report = StageReport(
-        tree=tree,
-        staging=staging,
-        cuda=cuda,
-        dry_run=dry_run,
-        totals=ordered,
-        stays=spec.default_output,
-        stats=MoveStats(),
-        assignment={
-            rel: (cls.output, cls.rules[0].note if cls.rules else "default") for rel, cls in assigned.items()
-        },
-        target_platform=spec.target_platform,
-    )
-    if dry_run:
-        return report
-
-    mover = Mover(stats=report.stats)
-    current = ""
-    tree_s = os.fspath(tree)
-    try:
-        for entry, root, _name in moves:
-            current = entry.relpath
-            parent = entry.relpath.rpartition("/")[0]
-            mover.ensure_dir(root, parent, tree)
-            src = os.path.join(tree_s, entry.relpath)
-            mover.move(src, os.path.join(os.fspath(root), entry.relpath), entry.size)
-    except (OSError, MegabuildError) as exc:
-        failed = mover.rollback()
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        if failed:
-            raise MegabuildError(
-                f"staging failed at {current}: {detail}; could not move back: {format_paths(failed)}"
-            ) from None
-        raise MegabuildError(
-            f"staging failed at {current}: {detail}; all moved files were moved back"
-        ) from None
-    mover.finish()
-    prune_empty_dirs(tree, [e.relpath for e, _, _ in moves])
-    return report
+    return problems
 
 
-def _blocked_parents(moves: list[tuple[Entry, Path, str]]) -> list[str]:
+def _blocked_parents(moves: list[_Staged]) -> list[str]:
     """Existing non-directories where the moves need directories."""
     blocked: set[str] = set()
     seen: set[str] = set()
@@ -263,7 +265,7 @@ def _blocked_parents(moves: list[tuple[Entry, Path, str]]) -> list[str]:
 
 def _links_left_behind(
     tree: Path,
-    moves: list[tuple[Entry, Path, str]],
+    moves: list[_Staged],
     assigned: dict[str, Classification],
 ) -> list[str]:
     """Moved symlinks whose target does not move to the same output."""

@@ -128,8 +128,7 @@ def check(spec: Spec, parts: list[Part], *, cuda: bool, staging: bool) -> list[s
         misplaced = []
         for part in parts:
             for path in part.tree_paths:
-                result = spec.classify(path)
-                got = None if result is None or isinstance(result, list) else result.output
+                got = spec.classify(path).output
                 if got != part.output:
                     misplaced.append(
                         f"{part.label}/{path} (spec for {spec.target_platform}: {got or 'no single rule'})"
