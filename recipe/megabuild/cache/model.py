@@ -44,10 +44,6 @@ class Entry(NamedTuple):
     value: str
     line: int  # index into CacheFile.lines
 
-    @property
-    def advanced_key(self) -> str:
-        return f"{self.key}-ADVANCED"
-
 
 @dataclass
 class Line:
@@ -217,8 +213,3 @@ class CacheFile:
         del self.lines[start:end]
         self._index = None
         return True
-
-
-def parse_entry_line(text: str) -> tuple[str, str, str] | None:
-    """(key, type, value) for one line, or None if it is no entry line."""
-    return _parse_entry_text(text)

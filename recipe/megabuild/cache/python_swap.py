@@ -278,9 +278,9 @@ def recorded_version(cache: CacheFile, prefix: str) -> PyVersion | None:
                 continue
             match = re.search(r"\[v(\d+)\.(\d+)(?:\.(\d+))?", entry.value)
             if match:
-                patch = match.group(3)
+                micro = match.group(3)
                 return PyVersion(
-                    int(match.group(1)), int(match.group(2)), None if patch is None else int(patch)
+                    int(match.group(1)), int(match.group(2)), None if micro is None else int(micro)
                 )
     return None
 
@@ -399,17 +399,23 @@ def swap_python(
 
     if not result.changes:
         raise MegabuildError(f"no reference to Python {old.short} found in the cache")
+    problems = _leftover_references(cache, rewriter)
+    if problems:
+        raise MegabuildError(
+            f"references to Python {old.short} remain after the swap in: {'; '.join(problems)}"
+        )
+    return result
+
+
+def _leftover_references(cache: CacheFile, rewriter: _Rewriter) -> list[str]:
+    """``KEY (tokens)`` for each Python entry that still names the old version."""
     problems = []
     for entry in cache.entries():
         if is_python_key(entry.key) and not rewriter.is_foreign(entry.value):
             left = rewriter.leftovers(entry.key, entry.value)
             if left:
                 problems.append(f"{entry.key} ({', '.join(sorted(set(left)))})")
-    if problems:
-        raise MegabuildError(
-            f"references to Python {old.short} remain after the swap in: {'; '.join(problems)}"
-        )
-    return result
+    return problems
 
 
 def _numpy_moves(cache: CacheFile, interp: Interpreter) -> dict[str, str]:
