@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from feedstock.errors import FeedstockError, UsageError, run_main
+from feedstock.errors import UsageError, run_main
 from feedstock.paths import RECIPE, REPO
 
 # megabuild lives in recipe/ (conda-build only sees recipe/); this script is run from a checkout.
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _bench(data, label, args.repeat)
     except MegabuildError as exc:
-        raise FeedstockError(f"{label}: {exc}") from None
+        raise UsageError(f"{label}: {exc}") from None
 
 
 def _bench(data: bytes, label: str, repeat: int) -> int:

@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from feedstock.errors import FeedstockError, run_main
+from feedstock.errors import FeedstockError, UsageError, run_main
 
 
 def list_wheel(wheel: Path) -> list[tuple[str, int, bool]]:
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = list_wheel(args.wheel)
         digest = sha256_of(args.wheel) if args.output else ""
     except (OSError, zipfile.BadZipFile) as exc:
-        raise FeedstockError(f"cannot read {args.wheel}: {exc}") from None
+        raise UsageError(f"cannot read {args.wheel}: {exc}") from None
     lines = ["path\tsize\texecutable"] + [f"{p}\t{s}\t{int(x)}" for p, s, x in rows]
     text = "\n".join(lines) + "\n"
     if args.output:

@@ -253,6 +253,18 @@ def test_cfep03_matching_counts_duplicates() -> None:
     assert len(report.matched) == 1 and len(report.missing) == 1
 
 
+def test_cfep03_render_expected_raises_a_feedstock_error_without_the_render_library(
+    monkeypatch: pytest.MonkeyPatch, repo_root: Path
+) -> None:
+    # Library code raises; only run_main decides how the program ends (it used to raise SystemExit).
+    from feedstock.errors import FeedstockError
+
+    mod = load("cfep03_bundle")
+    monkeypatch.setitem(sys.modules, "feedstock.render", None)  # as if jinja2/pyyaml were missing
+    with pytest.raises(FeedstockError, match="pass --expected"):
+        mod.render_expected(repo_root, ["linux_64_x"])
+
+
 # -- upstream_versions.py ------------------------------------------------------------------------
 
 
