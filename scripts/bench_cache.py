@@ -13,14 +13,19 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "recipe"))
+from feedstock.errors import UsageError, run_main
+from feedstock.paths import RECIPE, REPO
 
-from megabuild.cache import store  # noqa: E402
-from megabuild.cache.model import CacheFile  # noqa: E402
-from megabuild.cache.python_swap import swap_python  # noqa: E402
+# megabuild lives in recipe/ (conda-build only sees recipe/); this script is run from a checkout.
+sys.path.insert(0, str(RECIPE))
+
+from megabuild.cache import store
+from megabuild.cache.model import CacheFile
+from megabuild.cache.python_swap import swap_python
+from megabuild.errors import MegabuildError
 
 REAL = REPO.parent / "shared" / "data" / "pytorch-cmakecache" / "CMakeCache-cpu-py311.txt"
 
@@ -43,7 +48,7 @@ def synthesise(entries: int = 5000) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def best(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -52,14 +57,26 @@ def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return min(times) * 1000
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cache", nargs="?", type=Path)
     parser.add_argument("--repeat", type=int, default=20)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, not {args.repeat}")
     source = args.cache or (REAL if REAL.is_file() else None)
-    data = source.read_bytes() if source else synthesise()
+    try:
+        data = source.read_bytes() if source else synthesise()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
     label = str(source) if source else "synthesised"
+    try:
+        return _bench(data, label, args.repeat)
+    except MegabuildError as exc:
+        raise UsageError(f"{label}: {exc}") from None
+
+
+def _bench(data: bytes, label: str, repeat: int) -> int:
     n = sum(1 for _ in CacheFile.parse_bytes(data).entries())
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "CMakeCache.txt"
@@ -84,12 +101,12 @@ def main() -> int:
             )
             store.write_cache(target, cache)
 
-        t_parse = best(parse, args.repeat)
-        t_swap = best(swap, args.repeat)  # includes its own parse
-        t_write = best(write, args.repeat)
+        t_parse = best(parse, repeat)
+        t_swap = best(swap, repeat)  # includes its own parse
+        t_write = best(write, repeat)
         target.write_bytes(data)
-        t_whole = best(lambda: (target.write_bytes(data), whole()), args.repeat)
-    print(f"cache: {label} ({len(data)} bytes, {n} entries), best of {args.repeat}")
+        t_whole = best(lambda: (target.write_bytes(data), whole()), repeat)
+    print(f"cache: {label} ({len(data)} bytes, {n} entries), best of {repeat}")
     print(f"parse:                 {t_parse:7.2f} ms")
     print(f"parse + swap (string): {t_swap:7.2f} ms")
     print(f"atomic write (fsync):  {t_write:7.2f} ms")
@@ -98,4 +115,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("bench_cache.py", main))

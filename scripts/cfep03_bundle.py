@@ -26,28 +26,22 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from feedstock.configs import ConfigError, list_configs, resolve_configs
+from feedstock.errors import FeedstockError, run_main
+from feedstock.outputs import load_outputs
+from feedstock.paths import REPO
+from feedstock.specs import mask_hash
 
-FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-_HASH_RE = re.compile(r"(?<![0-9a-z])h[0-9a-f]{7}(?=_|$)")  # as feedstock.render.mask_hash
 CFEP03_URL = "https://github.com/conda-forge/cfep/blob/main/cfep-03.md"
 ADMIN_REQUESTS_URL = "https://github.com/conda-forge/admin-requests"
-
-
-def mask_hash(build_string: str) -> str:
-    """``cuda126_mkl_py312_h1a2b3c4_300`` -> ``cuda126_mkl_py312_h<hash>_300``."""
-    return _HASH_RE.sub("h<hash>", build_string)
 
 
 @dataclass(frozen=True)
@@ -99,8 +93,8 @@ def render_expected(root: Path, names: list[str]) -> list[Expected]:
     try:
         from feedstock.render import render_config
     except ImportError as exc:
-        raise SystemExit(
-            f"cfep03_bundle: error: the render library needs jinja2 and pyyaml ({exc}); "
+        raise FeedstockError(
+            f"the render library needs jinja2 and pyyaml ({exc}); "
             "install them (python3 -m pip install jinja2 pyyaml) or pass --expected"
         ) from None
     outputs: list[dict[str, Any]] = []
@@ -117,7 +111,10 @@ def scan_artifacts(artifacts: Path) -> list[Found]:
         numbers: dict[str, int] = {}
         repodata = subdir / "repodata.json"
         if repodata.is_file():
-            data = json.loads(repodata.read_text())
+            try:
+                data = json.loads(repodata.read_text())
+            except (OSError, ValueError) as exc:
+                raise FeedstockError(f"cannot read {repodata}: {exc}") from None
             for section in ("packages", "packages.conda"):
                 for fn, rec in (data.get(section) or {}).items():
                     numbers[fn] = int(rec.get("build_number", -1))
@@ -246,36 +243,31 @@ def shown(path: Path, root: Path) -> str:
         return str(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--expected", type=Path, help="JSON list of outputs (scripts/render.py --json)")
     p.add_argument("--artifacts", type=Path, help="default: <feedstock>/build_artifacts")
     p.add_argument("--channel", default="<your-anaconda-user>", help="anaconda.org user for the upload")
     p.add_argument("--label", default="cfep03", help="anaconda.org label (default: cfep03)")
-    p.add_argument("--feedstock", type=Path, default=FEEDSTOCK_ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--feedstock", type=Path, default=REPO, help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
     root = ns.feedstock.resolve()
     artifacts = (ns.artifacts or root / "build_artifacts").resolve()
-    try:
-        configs = list_configs(root)
-        if ns.configs:
-            chosen = {c.name: None for name in ns.configs for c in resolve_configs(name, configs)}
-            names = list(chosen)
-        else:
-            names = [c.name for c in configs if c.name.startswith("linux_")]
-    except ConfigError as exc:
-        print(f"cfep03_bundle: error: {exc}", file=sys.stderr)
-        return 2
+    configs = list_configs(root)
+    if ns.configs:
+        chosen = {c.name: None for name in ns.configs for c in resolve_configs(name, configs)}
+        names = list(chosen)
+    else:
+        names = [c.name for c in configs if c.name.startswith("linux_")]
     if ns.expected:
-        outputs = json.loads(ns.expected.read_text())
+        outputs = load_outputs(ns.expected)
         if ns.configs:
             outputs = [o for o in outputs if o.get("config") in set(names)]
         expected = expected_from_outputs(outputs)
     else:
         if not names:
-            print("cfep03_bundle: error: no configs in .ci_support/", file=sys.stderr)
-            return 2
+            raise ConfigError(f"no linux configs in {shown(root / '.ci_support', root)}/ (rerender first?)")
         expected = render_expected(root, names)
 
     report = compare(expected, scan_artifacts(artifacts))
@@ -305,4 +297,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("cfep03_bundle.py", main))

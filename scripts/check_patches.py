@@ -32,11 +32,14 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PATCH_DIR = ROOT / "recipe" / "patches"
+from feedstock.errors import FeedstockError, UsageError, run_main
+from feedstock.paths import RECIPE
+
+PATCH_DIR = RECIPE / "patches"
 TORCH_VERSION = "2.13.0"
 # The smallest 2.13.0 wheel; its Python files, headers and CMake files are the
 # same as on Linux except for CUDA-only ones.
@@ -312,15 +315,23 @@ def report(results: list[PatchResult]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wheel", action="append", type=Path, default=[], help="a torch 2.13.0 wheel")
     parser.add_argument("--download", action="store_true", help=f"use the cached {DEFAULT_PLATFORM} wheel")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     wheels = list(args.wheel)
+    for wheel in wheels:
+        if not wheel.is_file():
+            raise UsageError(f"no such wheel: {wheel}")
+        if not zipfile.is_zipfile(wheel):
+            raise UsageError(f"{wheel}: not a wheel (not a zip archive)")
     if args.download or not wheels:
-        wheels.append(download_wheel())
+        try:
+            wheels.append(download_wheel())
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise FeedstockError(f"cannot download the torch {TORCH_VERSION} wheel: {exc}") from None
     results = check(wheels)
     if args.json:
         print(
@@ -343,4 +354,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("check_patches.py", main))

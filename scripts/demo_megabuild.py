@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from feedstock.errors import run_main
 from harness import channel, ninja
 from harness.conda_build import HarnessError, RunResult, run_config
 from harness.packaging import fmt_size
@@ -128,4 +129,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("demo_megabuild.py", main))

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import stat
 import sys
+import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
+
+from feedstock.errors import FeedstockError, UsageError, run_main
 
 
 def list_wheel(wheel: Path) -> list[tuple[str, int, bool]]:
@@ -46,7 +51,19 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, so a failed write never leaves half a listing behind."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("wheel", type=Path)
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
@@ -55,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = list_wheel(args.wheel)
         digest = sha256_of(args.wheel) if args.output else ""
     except (OSError, zipfile.BadZipFile) as exc:
-        print(f"list_wheel_files: error: cannot read {args.wheel}: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(f"cannot read {args.wheel}: {exc}") from None
     lines = ["path\tsize\texecutable"] + [f"{p}\t{s}\t{int(x)}" for p, s, x in rows]
     text = "\n".join(lines) + "\n"
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            write_atomically(args.output, text)
+        except OSError as exc:
+            raise FeedstockError(f"cannot write {args.output}: {exc.strerror or exc}") from None
         total = sum(s for _, s, _ in rows)
         print(f"{args.wheel.name} sha256 {digest}: {len(rows)} files, {total} bytes -> {args.output}")
     else:
@@ -69,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("list_wheel_files.py", main))

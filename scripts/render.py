@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from feedstock.configs import ConfigError, list_configs, resolve_configs, short_alias
-from feedstock.render import RenderedOutput, RenderError, render_config
+from feedstock.configs import list_configs, resolve_configs, short_alias
+from feedstock.errors import run_main
+from feedstock.paths import REPO
+from feedstock.render import RenderedOutput, render_config
 
 
 def _format_text(alias: str, config_name: str, outputs: list[RenderedOutput]) -> str:
@@ -43,7 +44,7 @@ def _format_text(alias: str, config_name: str, outputs: list[RenderedOutput]) ->
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -54,26 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--feedstock",
         type=Path,
-        default=Path(__file__).resolve().parent.parent,
+        default=REPO,
         help="feedstock root (default: this checkout)",
     )
     args = parser.parse_args(argv)
 
-    try:
-        configs = list_configs(args.feedstock)
-        selected = resolve_configs(args.config, configs)
-    except ConfigError as exc:
-        print(f"render.py: {exc}", file=sys.stderr)
-        return 2
-
-    rendered: list[tuple[str, str, list[RenderedOutput]]] = []
-    try:
-        for config in selected:
-            outputs = render_config(config.path, args.feedstock / "recipe")
-            rendered.append((short_alias(config, configs), config.name, outputs))
-    except (RenderError, ConfigError) as exc:
-        print(f"render.py: {exc}", file=sys.stderr)
-        return 1
+    configs = list_configs(args.feedstock)
+    selected = resolve_configs(args.config, configs)
+    rendered = [
+        (short_alias(config, configs), config.name, render_config(config.path, args.feedstock / "recipe"))
+        for config in selected
+    ]
 
     if args.json:
         print(json.dumps([o.to_json() for _, _, outs in rendered for o in outs], indent=2))
@@ -83,4 +75,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("render.py", main))

@@ -19,7 +19,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
-import json
 import os
 import re
 import sys
@@ -28,11 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from feedstock.channel import Channel, Installed, SolveError, write_channel
-
-FEEDSTOCK = Path(__file__).resolve().parent.parent
+from feedstock.errors import run_main
+from feedstock.outputs import load_outputs
+from feedstock.paths import REPO
 
 INTERESTING: tuple[str, ...] = (
     "python",
@@ -236,12 +234,14 @@ def render_feedstock(feedstock_dir: Path, configs: Sequence[str] = ()) -> list[A
 
     ``configs`` (file names or aliases, see ``configs.py``) restricts rendering to those configs.
     """
-    from feedstock.configs import list_configs, resolve_configs
-
-    if not configs:
-        return _render_parallel([c.path for c in list_configs(feedstock_dir)], feedstock_dir / "recipe")
+    from feedstock.configs import ConfigError, list_configs, resolve_configs
 
     available = list_configs(feedstock_dir)
+    if not available:
+        raise ConfigError(f"no .ci_support/*.yaml configs in {feedstock_dir} (rerender first?)")
+    if not configs:
+        return _render_parallel([c.path for c in available], feedstock_dir / "recipe")
+
     paths = list({c.path: None for name in configs for c in resolve_configs(name, available)})
     return _render_parallel(paths, feedstock_dir / "recipe")
 
@@ -318,9 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--feedstock", type=Path, default=FEEDSTOCK, help="feedstock root (default: this one)"
-    )
+    parser.add_argument("--feedstock", type=Path, default=REPO, help="feedstock root (default: this one)")
     parser.add_argument("--records", type=Path, help="JSON list of rendered outputs instead of rendering")
     parser.add_argument("--keep", type=Path, help="write the channel here (default: a temp dir)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -330,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser_configs: list[str] = args.config
     if args.records:
-        outputs = json.loads(args.records.read_text())
+        outputs: list[Any] = load_outputs(args.records)
     else:
         outputs = render_feedstock(args.feedstock, parser_configs)
     with tempfile.TemporaryDirectory(prefix="solver-check-") as tmp:
@@ -350,4 +348,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("solver_check.py", main))

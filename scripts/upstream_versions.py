@@ -26,11 +26,13 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from feedstock.configs import list_configs
+from feedstock.errors import UsageError, run_main
+from feedstock.paths import REPO
 
 # upstream name (lower case, last path component / variable stem) -> conda package names
 CONDA_NAMES: dict[str, tuple[str, ...]] = {
@@ -250,16 +252,8 @@ def recipe_specs(feedstock: Path) -> dict[str, list[str]]:
 
 
 def config_values(feedstock: Path) -> dict[str, list[str]]:
-    try:
-        from feedstock.configs import ConfigError, list_configs
-    except ImportError:
-        return {}
     values: dict[str, list[str]] = {}
-    try:
-        configs = list_configs(feedstock)
-    except ConfigError:
-        return {}
-    for config in configs:
+    for config in list_configs(feedstock):
         for key, items in config.values.items():
             bucket = values.setdefault(norm(key), [])
             bucket.extend(v for v in items if v not in bucket)
@@ -299,25 +293,22 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("source", type=Path, help="PyTorch source checkout or extracted release tarball")
-    p.add_argument("--feedstock", type=Path, default=FEEDSTOCK_ROOT, help="default: this feedstock")
+    p.add_argument("--feedstock", type=Path, default=REPO, help="default: this feedstock")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a Markdown table")
     ns = p.parse_args(argv)
     if not ns.source.is_dir():
-        print(f"upstream_versions: error: {ns.source} is not a directory", file=sys.stderr)
-        return 2
+        raise UsageError(f"{ns.source} is not a directory")
+    if not (ns.feedstock / "recipe" / "meta.yaml").is_file():
+        raise UsageError(f"{ns.feedstock} is not a feedstock (no recipe/meta.yaml)")
     rows = fill_ours(upstream_rows(ns.source), ns.feedstock)
     if not rows:
-        print(
-            f"upstream_versions: error: nothing found in {ns.source} (not a PyTorch source tree?)",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(f"nothing found in {ns.source} (not a PyTorch source tree?)")
     print(json.dumps([asdict(r) for r in rows], indent=2) if ns.json else markdown(rows))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("upstream_versions.py", main))

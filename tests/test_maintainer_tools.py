@@ -253,20 +253,16 @@ def test_cfep03_matching_counts_duplicates() -> None:
     assert len(report.matched) == 1 and len(report.missing) == 1
 
 
-def test_cfep03_mask_hash_agrees_with_the_render_library(repo_root: Path) -> None:
-    pytest.importorskip("jinja2")
-    pytest.importorskip("yaml")
-    from feedstock.render import mask_hash
+def test_cfep03_render_expected_raises_a_feedstock_error_without_the_render_library(
+    monkeypatch: pytest.MonkeyPatch, repo_root: Path
+) -> None:
+    # Library code raises; only run_main decides how the program ends (it used to raise SystemExit).
+    from feedstock.errors import FeedstockError
 
-    mine = load("cfep03_bundle").mask_hash
-    for build in (
-        "cuda126_mkl_py312_h1a2b3c4_300",
-        "h1234567_0",
-        "cpu_generic_h0000000_0",
-        "hcafe_1",
-        "x_habcdefg_1",
-    ):
-        assert mine(build) == mask_hash(build)
+    mod = load("cfep03_bundle")
+    monkeypatch.setitem(sys.modules, "feedstock.render", None)  # as if jinja2/pyyaml were missing
+    with pytest.raises(FeedstockError, match="pass --expected"):
+        mod.render_expected(repo_root, ["linux_64_x"])
 
 
 # -- upstream_versions.py ------------------------------------------------------------------------
@@ -416,7 +412,14 @@ def test_upstream_versions_from_a_tarball_tree(tmp_path: Path) -> None:
     assert rows["fmt"]["upstream"] == "(vendored)"
 
 
-def test_upstream_versions_rejects_a_non_source_dir(tmp_path: Path) -> None:
-    proc = run_script("upstream_versions.py", str(tmp_path), "--feedstock", str(tmp_path), cwd=tmp_path)
+def test_upstream_versions_rejects_a_non_source_dir(tmp_path: Path, repo_root: Path) -> None:
+    proc = run_script("upstream_versions.py", str(tmp_path), "--feedstock", str(repo_root), cwd=tmp_path)
     assert proc.returncode == 2
     assert "not a PyTorch source tree?" in proc.stderr
+
+
+def test_upstream_versions_rejects_a_non_feedstock(tmp_path: Path) -> None:
+    # Without recipe/meta.yaml the "ours" columns would silently stay empty.
+    proc = run_script("upstream_versions.py", str(tmp_path), "--feedstock", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("upstream_versions.py: error: ") and "no recipe/meta.yaml" in proc.stderr

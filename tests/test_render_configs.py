@@ -159,15 +159,30 @@ def test_resolve_configs(sample_configs: list[Config], alias: str, expected: lis
 
 
 @pytest.mark.parametrize("alias", ["linux_64_cuda11.8", "win_64", "linux_64_foo", "nonsense", "osx_arm64"])
-def test_unknown_config_lists_names_and_aliases(sample_configs: list[Config], alias: str) -> None:
+def test_unknown_config_counts_configs_and_lists_aliases(sample_configs: list[Config], alias: str) -> None:
     with pytest.raises(ConfigError) as info:
         resolve_configs(alias, sample_configs)
     message = str(info.value)
     assert "\n" not in message
     assert f"unknown config {alias!r}" in message
-    assert "valid names: a, b, c, d, e, f, g" in message
+    assert "7 configs in .ci_support/" in message
     assert "aliases: linux_64, linux_aarch64, osx_64, " in message
     assert "linux_64_cuda12.6" in message
+
+
+def test_unknown_config_caps_a_long_list_of_aliases() -> None:
+    # conda-smithy's real config names are ~150 characters; 40 of them once made a 6,000-character line.
+    configs = [
+        _config(f"linux_64_{'x' * 140}{n}", target_platform=["linux-64"], python=[f"3.{n}.* *_cpython"])
+        for n in range(10, 50)
+    ]
+    with pytest.raises(ConfigError) as info:
+        resolve_configs("nosuch", configs)
+    message = str(info.value)
+    assert "40 configs in .ci_support/" in message
+    assert message.endswith(", ... (and 33 more)")
+    assert "x" * 140 not in message
+    assert len(message) < 400
 
 
 def test_key_value_tokens_may_contain_underscores(sample_configs: list[Config]) -> None:

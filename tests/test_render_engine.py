@@ -30,6 +30,7 @@ from feedstock.render import (
     selector_namespace,
     split_selector,
 )
+from feedstock.specs import spec_name, spec_parts
 
 ROOT = REPO
 TOY = ROOT / "tests" / "projects" / "render_recipe"
@@ -183,6 +184,42 @@ def test_conda_glob_and_hash_mask() -> None:
     assert not conda_glob_match("cpu_*_0", "cuda126_mkl_h1a2b3c4_0")
     assert mask_hash("cuda126_mkl_py312_h1a2b3c4_200") == "cuda126_mkl_py312_h<hash>_200"
     assert mask_hash("cpu_generic_hdeadbee_0") == "cpu_generic_h<hash>_0"
+
+
+@pytest.mark.parametrize(
+    ("build", "masked"),
+    [
+        ("h1234567_0", "h<hash>_0"),
+        ("cuda126_mkl_py312_h1a2b3c4_300", "cuda126_mkl_py312_h<hash>_300"),
+        ("hcafe_1", "hcafe_1"),  # too short for a hash
+        ("x_habcdefg_1", "x_habcdefg_1"),  # not hex
+        ("py312h1234567_0", "py312h1234567_0"),  # glued to a word: not conda-build's hash field
+    ],
+)
+def test_mask_hash_only_masks_a_standalone_hash(build: str, masked: str) -> None:
+    assert mask_hash(build) == masked
+
+
+@pytest.mark.parametrize(
+    ("spec", "parts"),
+    [
+        ("numpy", ("numpy", None, None)),
+        ("numpy >=1.26", ("numpy", ">=1.26", None)),
+        ("numpy>=1.26,<3", ("numpy", ">=1.26,<3", None)),
+        ("python_abi 3.12.* *_cp312", ("python_abi", "3.12.*", "*_cp312")),
+        ("python=3.12", ("python", "3.12.*", None)),
+        ("libblas=3.9=*mkl", ("libblas", "3.9.*", "*mkl")),
+        ("pytorch==2.13.0", ("pytorch", "==2.13.0", None)),
+        ("  cuda-version !=12.0  ", ("cuda-version", "!=12.0", None)),
+    ],
+)
+def test_spec_parts(spec: str, parts: tuple[str, str | None, str | None]) -> None:
+    assert spec_parts(spec) == parts
+    assert spec_name(spec) == parts[0]
+
+
+def test_spec_name_stops_at_bracket_options() -> None:
+    assert spec_name("libtorch[build=*cuda*]") == "libtorch"
 
 
 def test_expand_variants_zips_and_multiplies() -> None:

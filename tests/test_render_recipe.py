@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from feedstock.configs import Config, list_configs
+from feedstock.paths import REPO
 from feedstock.render import (
     RenderedOutput,
     RenderError,
@@ -24,7 +25,7 @@ from feedstock.render import (
     split_selector,
 )
 
-FEEDSTOCK = Path(os.environ.get("RENDER_TEST_FEEDSTOCK", Path(__file__).resolve().parents[1]))
+FEEDSTOCK = Path(os.environ.get("RENDER_TEST_FEEDSTOCK", REPO))
 RECIPE = FEEDSTOCK / "recipe"
 META = RECIPE / "meta.yaml"
 CONFIGS = list_configs(FEEDSTOCK) if META.is_file() else []

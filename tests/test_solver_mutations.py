@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import solver_check
 from feedstock.channel import Channel
+from feedstock.paths import REPO
 
-FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", solver_check.FEEDSTOCK))
+FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", REPO))
 KEEP_PYTHONS = ("3.12", "3.13")
 
 

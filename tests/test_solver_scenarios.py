@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import solver_check
 from feedstock.channel import PYTHONS, Channel, Installed, SolveError
+from feedstock.paths import REPO
 
-FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", solver_check.FEEDSTOCK))
+FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", REPO))
 GPU = {"__cuda": solver_check.CUDA}
 
 

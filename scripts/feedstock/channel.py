@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import FeedstockError
+from .specs import as_list, spec_name, spec_parts
+
 PYTHONS: tuple[str, ...] = ("3.10", "3.11", "3.12", "3.13", "3.14")
 """Python minor versions the stand-in channel offers (the feedstock's supported range)."""
 
@@ -46,7 +49,7 @@ TIMESTAMP = 1_767_225_600_000  # 2026-01-01, the same for every record: ties are
 _VERSION_TOKEN = re.compile(r"\d+(?:\.\d+)*")
 
 
-class SolveError(RuntimeError):
+class SolveError(FeedstockError):
     """The request has no solution (wraps rattler's SolverError)."""
 
 
@@ -56,12 +59,11 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
+def _strings(value: Any) -> list[str]:
+    # index.json's track_features is one space-separated string; recipes give a list.
     if isinstance(value, str):
         return value.split()
-    return [str(v) for v in value]
+    return [str(v) for v in as_list(value)]
 
 
 def index_record(output: Any) -> dict[str, Any]:
@@ -79,13 +81,13 @@ def index_record(output: Any) -> dict[str, Any]:
         "version": str(_field(output, "version")),
         "build": str(_field(output, "build_string")),
         "build_number": int(_field(output, "build_number")),
-        "depends": _as_list(_field(output, "depends")),
-        "constrains": _as_list(_field(output, "constrains")),
+        "depends": _strings(_field(output, "depends")),
+        "constrains": _strings(_field(output, "constrains")),
         "subdir": str(_field(output, "subdir")),
         "license": "BSD-3-Clause",
         "timestamp": TIMESTAMP,
     }
-    features = _as_list(_field(output, "track_features"))
+    features = _strings(_field(output, "track_features"))
     if features:
         record["track_features"] = " ".join(features)
     return record
@@ -93,20 +95,6 @@ def index_record(output: Any) -> dict[str, Any]:
 
 def filename(record: Mapping[str, Any]) -> str:
     return f"{record['name']}-{record['version']}-{record['build']}.conda"
-
-
-def spec_name(spec: str) -> str:
-    return spec.split()[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip()
-
-
-def _spec_parts(spec: str) -> tuple[str, str | None, str | None]:
-    """(name, version spec, build glob) of a conda match spec in ``name [version [build]]`` form."""
-    import rattler
-
-    match = rattler.MatchSpec(spec)
-    version = str(match.version) if match.version is not None else None
-    build = str(match.build) if match.build is not None else None
-    return spec_name(spec), version, build
 
 
 def satisfying_version(version_spec: str | None) -> str:
@@ -240,7 +228,7 @@ def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[
     made: set[tuple[str, str, str]] = set()
     for name in sorted(specs):
         for spec in sorted(specs[name]):
-            _, version_spec, build_glob = _spec_parts(spec)
+            _, version_spec, build_glob = spec_parts(spec)
             version = satisfying_version(version_spec)
             if name == "cuda-version":
                 record = _cuda_version_record(".".join(version.split(".")[:2]))
@@ -368,8 +356,9 @@ class Channel:
         ]
         sources = [self._repodata(platform), self._repodata("noarch")]
         try:
-            result = rattler.solve_with_sparse_repodata(list(specs), sources, virtual_packages=vps)
-            if inspect.isawaitable(result):
+            # Older py-rattler solves synchronously, newer returns a coroutine.
+            result: Any = rattler.solve_with_sparse_repodata(list(specs), sources, virtual_packages=vps)
+            if inspect.iscoroutine(result):
                 result = asyncio.run(result)
         except SolverError as exc:
             raise SolveError(str(exc)) from None

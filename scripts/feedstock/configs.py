@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import FeedstockError, capped
+
 PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64")
 """Platforms an alias may start with (longest names first where one is a prefix of another)."""
 
@@ -34,8 +36,10 @@ _ZIP_FIRST_RE = re.compile(r"^( *)- - (.*)$")
 _PLAIN_OK = re.compile(r"^[^\s'\"\[\]{}&*!|>%@`#,][^#]*?$")
 
 
-class ConfigError(ValueError):
+class ConfigError(FeedstockError):
     """A config file could not be parsed, or a config name/alias could not be resolved."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ def _scalar(text: str, where: str) -> str:
     return text
 
 
-def parse_config_text(text: str, source: str = "<config>") -> tuple:
+def parse_config_text(
+    text: str, source: str = "<config>"
+) -> tuple[dict[str, list[str]], list[list[str]], dict[str, dict[str, str]]]:
     """Parse conda-smithy's YAML subset; returns ``(values, zip_keys, pin_run_as_build)``."""
     values: dict[str, list[str]] = {}
     zip_keys: list[list[str]] = []
@@ -101,7 +107,7 @@ def parse_config_text(text: str, source: str = "<config>") -> tuple:
     zip_indent = None  # indentation of the current zip group's continuation items
     pin_pkg = None
     pin_indent = None
-    seen: set = set()
+    seen: set[str] = set()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         where = f"{source}:{lineno}"
         if "\t" in raw:
@@ -142,7 +148,7 @@ def parse_config_text(text: str, source: str = "<config>") -> tuple:
                     raise ConfigError(f"{where}: inconsistent indentation in pin_run_as_build")
                 pin_indent, pin_pkg = indent, name
                 pin_run_as_build[name] = {}
-            elif pin_pkg is not None and indent > pin_indent:
+            elif pin_pkg is not None and pin_indent is not None and indent > pin_indent:
                 pin_run_as_build[pin_pkg][name] = _scalar(value, where)
             else:
                 raise ConfigError(f"{where}: value outside a package in pin_run_as_build")
@@ -235,7 +241,7 @@ def _is_simple_token(piece: str) -> bool:
     return bool(re.fullmatch(r"cuda[0-9][0-9.]*|cpu|mkl|generic|py[0-9]+(?:\.[0-9]+)*", piece))
 
 
-def _platform_of(name: str) -> tuple:
+def _platform_of(name: str) -> tuple[str | None, str | None]:
     for platform in sorted(PLATFORMS, key=len, reverse=True):
         if name == platform or name.startswith(platform + "_"):
             return platform, name[len(platform) + 1 :]
@@ -279,9 +285,11 @@ def example_aliases(configs: list[Config]) -> list[str]:
 def _unknown(name: str, configs: list[Config], why: str) -> ConfigError:
     if not configs:
         return ConfigError(f"unknown config {name!r}: no .ci_support/*.yaml configs (rerender first?)")
-    names = ", ".join(c.name for c in configs)
-    aliases = ", ".join(example_aliases(configs))
-    return ConfigError(f"unknown config {name!r} ({why}); valid names: {names}; aliases: {aliases}")
+    # Config names run to ~150 characters each: a handful of short aliases is the useful hint.
+    aliases = capped(example_aliases(configs))
+    return ConfigError(
+        f"unknown config {name!r} ({why}); {len(configs)} configs in .ci_support/; aliases: {aliases}"
+    )
 
 
 def _match(name: str, configs: list[Config]) -> list[Config]:
@@ -291,7 +299,7 @@ def _match(name: str, configs: list[Config]) -> list[Config]:
     if exact:
         return exact
     platform, rest = _platform_of(stem)
-    if platform is None:
+    if platform is None or rest is None:
         raise ConfigError("no such file and not <platform>[_token...]")
     tokens = _split_tokens(rest)
     found = [c for c in configs if c.platform == platform and all(_token_matches(t, c) for t in tokens)]

@@ -63,6 +63,8 @@ import jinja2
 import yaml
 
 from .configs import Config, load_config
+from .errors import FeedstockError
+from .specs import as_list, mask_hash, spec_name
 
 __all__ = [
     "RenderError",
@@ -74,13 +76,14 @@ __all__ = [
     "render_config",
     "select_lines",
     "selector_namespace",
+    "spec_name",
 ]
 
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class RenderError(Exception):
+class RenderError(FeedstockError):
     """The recipe cannot be rendered for a config (bad selector, undefined name, bad YAML...)."""
 
 
@@ -316,21 +319,9 @@ def ensure_valid_spec(spec: str) -> str:
     return spec
 
 
-def spec_name(spec: str) -> str:
-    return re.split(r"[\s=<>!~]", spec.strip(), maxsplit=1)[0]
-
-
 def conda_glob_match(pattern: str, value: str) -> bool:
     """conda's ``*`` glob on a build string or version (``fnmatch`` without ``?``/``[]`` classes)."""
     return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]").replace("?", "[?]"))
-
-
-_HASH_RE = re.compile(r"(?<![0-9a-z])h[0-9a-f]{7}(?=_|$)")
-
-
-def mask_hash(build_string: str) -> str:
-    """``cuda126_mkl_py312_h1a2b3c4_200`` -> ``cuda126_mkl_py312_h<hash>_200``."""
-    return _HASH_RE.sub("h<hash>", build_string)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,19 +477,13 @@ _DEFAULT_COMPILERS = {
 }
 
 
-def _as_list(value: Any) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def _expand_reqs(reqs: Any) -> dict[str, list[str]]:
     if reqs is None:
         return {}
     if not isinstance(reqs, dict):
-        items = [str(r) for r in _as_list(reqs)]
+        items = [str(r) for r in as_list(reqs)]
         return {"host": list(items), "run": list(items)} if items else {}
-    return {k: [str(r) for r in _as_list(v) if r is not None] for k, v in reqs.items()}
+    return {k: [str(r) for r in as_list(v) if r is not None] for k, v in reqs.items()}
 
 
 def _insert_variant_versions(reqs: dict[str, list[str]], variant: Mapping[str, str], env: str) -> None:
@@ -546,9 +531,9 @@ class _Renderer:
         self._env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         self._templates: dict[str, jinja2.Template] = {}
         self._parsed: dict[str, dict[str, Any]] = {}
-        self._top_cache: dict[tuple, dict[str, Any]] = {}
+        self._top_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._raw_blocks = output_blocks(self.meta_text)
-        self._used_cache: dict[tuple, set[str]] = {}
+        self._used_cache: dict[tuple[Any, ...], set[str]] = {}
 
     # -- jinja ----------------------------------------------------------------------------------
 
@@ -727,8 +712,8 @@ class _Renderer:
         if "channel_targets" in variant:
             used.add("channel_targets")
         build = out.get("build") or {}
-        used = (used - set(_as_list(build.get("force_ignore_keys")))) | set(
-            _as_list(build.get("force_use_keys"))
+        used = (used - set(as_list(build.get("force_ignore_keys")))) | set(
+            as_list(build.get("force_use_keys"))
         )
         return used & set(variant)
 
@@ -841,8 +826,8 @@ class _Renderer:
         build = final.get("build") or {}
         reqs = final["requirements"]
         run_exports = _run_exports_of(build.get("run_exports"))
-        ignore = {spec_name(str(s)) for s in _as_list(build.get("ignore_run_exports"))}
-        ignore_from = {spec_name(str(s)) for s in _as_list(build.get("ignore_run_exports_from"))}
+        ignore = {spec_name(str(s)) for s in as_list(build.get("ignore_run_exports"))}
+        ignore_from = {spec_name(str(s)) for s in as_list(build.get("ignore_run_exports_from"))}
 
         depends = [self._pin_run_as_build(spec, reqs.get("host", [])) for spec in reqs.get("run", [])]
         for env in ("host", "build"):
@@ -860,7 +845,7 @@ class _Renderer:
                 for exported in (weak + strong) if env == "host" else strong:
                     if spec_name(exported) not in ignore:
                         depends.append(exported)
-        track_features = [str(t) for t in _as_list(build.get("track_features"))]
+        track_features = [str(t) for t in as_list(build.get("track_features"))]
         noarch = build.get("noarch")
         script = final.get("script")
         return RenderedOutput(
@@ -917,10 +902,10 @@ def _run_exports_of(value: Any) -> dict[str, list[str]]:
         return {"weak": [], "strong": []}
     if isinstance(value, dict):
         return {
-            "weak": [str(s) for s in _as_list(value.get("weak"))],
-            "strong": [str(s) for s in _as_list(value.get("strong"))],
+            "weak": [str(s) for s in as_list(value.get("weak"))],
+            "strong": [str(s) for s in as_list(value.get("strong"))],
         }
-    return {"weak": [str(s) for s in _as_list(value)], "strong": []}
+    return {"weak": [str(s) for s in as_list(value)], "strong": []}
 
 
 def _simplify(specs: Iterable[str]) -> list[str]:
@@ -975,7 +960,7 @@ def recipe_variant_overlay(config: Config, recipe_dir: Path, build_subdir: str) 
     for key, items in data.items():
         if key in ("zip_keys", "pin_run_as_build") or key in values or items is None:
             continue
-        values[key] = [_yaml_scalar_str(v) for v in _as_list(items)]
+        values[key] = [_yaml_scalar_str(v) for v in as_list(items)]
     return dataclasses.replace(config, values=values)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
+from feedstock.specs import spec_name, spec_parts
 
 from harness import activation, ninja
 from harness.packaging import (
@@ -290,25 +291,20 @@ def script_env(
 # ------------------------------------------------------------------------------------------------
 
 
-def _spec_parts(spec: str) -> tuple[str, str, str]:
-    parts = spec.split()
-    return parts[0], (parts[1] if len(parts) > 1 else "*"), (parts[2] if len(parts) > 2 else "*")
-
-
 def _matches(spec: str, record: Mapping[str, Any]) -> bool:
-    name, version, build = _spec_parts(spec)
+    name, version, build = spec_parts(spec)
     return (
         name == record["name"]
-        and fnmatch.fnmatchcase(str(record["version"]), version)
-        and fnmatch.fnmatchcase(str(record["build"]), build)
+        and fnmatch.fnmatchcase(str(record["version"]), version or "*")
+        and fnmatch.fnmatchcase(str(record["build"]), build or "*")
     )
 
 
 def _python_of(host: Sequence[str], variant: Mapping[str, str]) -> str | None:
     for spec in host:
-        name, version, _ = _spec_parts(spec)
+        name, version, _ = spec_parts(spec)
         if name == "python":
-            if version != "*":
+            if version not in (None, "*"):
                 return version.split(".*")[0]
             return str(variant.get("python", "3.12")).split(".*")[0]
     return None
@@ -391,7 +387,7 @@ class Runner:
         py = _python_of(host, variant)
         provided: list[str] = []
         ignored: list[str] = []
-        names = [_spec_parts(s)[0] for s in host]
+        names = [spec_name(s) for s in host]
         if py is not None:
             cpython = pick_python(py, self.all_pythons)
             if cpython.short != py:
@@ -410,7 +406,7 @@ class Runner:
         installed: set[str] = set()
         while pending:
             spec, requested = pending.pop(0)
-            name = _spec_parts(spec)[0]
+            name = spec_name(spec)
             if name == "python" or (py is not None and name in PIP_PROVIDED) or name in installed:
                 continue
             candidates = [p for p in self.packages.values() if _matches(spec, p.record)]

@@ -1,0 +1,175 @@
+"""Every command-line tool answers bad input with one ``prog: error: ...`` line, never a traceback.
+
+Each case runs the real script in a subprocess, as a user would, with input it must reject: an
+unknown config, a missing file, a malformed file or a bad option value.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from feedstock.paths import REPO, SCRIPTS
+
+# Longer than any one-line error plus argparse's usage lines, far shorter than a traceback or the
+# ~3,000-character list of every config the unknown-config error used to print.
+MAX_STDERR = 600
+
+# build-locally.py and build_all.py get the error convention on branch issue11, and the body of
+# demo_megabuild.py is edited on another branch; their failing cases are here so the merge shows
+# them passing (strict: an unexpected pass fails, so the marks cannot outlive the fix).
+OTHER_BRANCH = pytest.mark.xfail(strict=True, reason="converted on branch issue11")
+DEMO_BRANCH = pytest.mark.xfail(
+    strict=True, reason="demo_megabuild.py's body (print and return, not raise) is owned by another branch"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    script: Path
+    args: tuple[str, ...]
+
+    @property
+    def prog(self) -> str:
+        return self.script.name
+
+
+def _bad_files(root: Path) -> dict[str, Path]:
+    """Malformed inputs, keyed by what is wrong with them."""
+    root.mkdir(parents=True, exist_ok=True)
+    files = {
+        "not-json": root / "outputs.json",
+        "json-not-a-list": root / "object.json",
+        "json-list-of-junk": root / "junk.json",
+        "not-a-zip": root / "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "not-a-cache": root / "CMakeCache.txt",
+        "empty-dir": root / "empty",
+    }
+    files["not-json"].write_text("{ this is not json\n")
+    files["json-not-a-list"].write_text('{"name": "pytorch"}\n')
+    files["json-list-of-junk"].write_text('[1, "two", {"name": "pytorch"}]\n')
+    files["not-a-zip"].write_bytes(b"not a zip archive\n")
+    files["not-a-cache"].write_bytes(b"\x00\xff binary \x00 garbage\n")
+    files["empty-dir"].mkdir(exist_ok=True)
+    return files
+
+
+def _feedstock_with_bad_config(root: Path) -> Path:
+    """A feedstock whose only config has a tab in it (configs.py rejects tabs)."""
+    (root / ".ci_support").mkdir(parents=True)
+    (root / ".ci_support" / "linux_64_.yaml").write_text("target_platform:\n\t- linux-64\n")
+    (root / "recipe").symlink_to(REPO / "recipe")
+    return root
+
+
+S = SCRIPTS
+BAD = "@bad@"  # replaced by the malformed-input directory at run time
+MISSING = "/nonexistent/feedstock-test-input"
+
+CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
+    # solver_check.py
+    "solver_check-unknown-config": Case(S / "solver_check.py", ("--config", "nosuch")),
+    "solver_check-missing-records": Case(S / "solver_check.py", ("--records", MISSING)),
+    "solver_check-malformed-records": Case(S / "solver_check.py", ("--records", f"{BAD}/outputs.json")),
+    "solver_check-records-not-a-list": Case(S / "solver_check.py", ("--records", f"{BAD}/object.json")),
+    "solver_check-records-of-junk": Case(S / "solver_check.py", ("--records", f"{BAD}/junk.json")),
+    "solver_check-missing-feedstock": Case(S / "solver_check.py", ("--feedstock", MISSING)),
+    "solver_check-bad-config-file": Case(S / "solver_check.py", ("--feedstock", "@badfs@")),
+    # render.py
+    "render-unknown-config": Case(S / "render.py", ("nosuch",)),
+    "render-unknown-alias": Case(S / "render.py", ("linux_64_cuda99.9",)),
+    "render-missing-feedstock": Case(S / "render.py", ("linux_64", "--feedstock", MISSING)),
+    "render-bad-config-file": Case(S / "render.py", ("linux_64", "--feedstock", "@badfs@")),
+    # cfep03_bundle.py
+    "cfep03-unknown-config": Case(S / "cfep03_bundle.py", ("nosuch",)),
+    "cfep03-missing-expected": Case(S / "cfep03_bundle.py", ("--expected", MISSING)),
+    "cfep03-malformed-expected": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/outputs.json")),
+    "cfep03-expected-not-a-list": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/object.json")),
+    "cfep03-expected-of-junk": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/junk.json")),
+    "cfep03-bad-config-file": Case(S / "cfep03_bundle.py", ("--feedstock", "@badfs@")),
+    # check_patches.py
+    "check_patches-missing-wheel": Case(S / "check_patches.py", ("--wheel", MISSING + ".whl")),
+    "check_patches-not-a-zip": Case(
+        S / "check_patches.py", ("--wheel", f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+    ),
+    # list_wheel_files.py
+    "list_wheel_files-missing-wheel": Case(S / "list_wheel_files.py", (MISSING + ".whl",)),
+    "list_wheel_files-not-a-zip": Case(
+        S / "list_wheel_files.py", (f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl",)
+    ),
+    "list_wheel_files-unwritable-output": Case(
+        S / "list_wheel_files.py", ("@wheel@", "-o", f"{MISSING}/listing.txt")
+    ),
+    # upstream_versions.py
+    "upstream_versions-missing-source": Case(S / "upstream_versions.py", (MISSING,)),
+    "upstream_versions-empty-source": Case(S / "upstream_versions.py", (f"{BAD}/empty",)),
+    "upstream_versions-missing-feedstock": Case(
+        S / "upstream_versions.py", (f"{BAD}/empty", "--feedstock", MISSING)
+    ),
+    # bench_cache.py
+    "bench_cache-missing-cache": Case(S / "bench_cache.py", (MISSING,)),
+    "bench_cache-malformed-cache": Case(S / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),
+    "bench_cache-bad-repeat": Case(S / "bench_cache.py", ("--repeat", "many")),
+    "bench_cache-zero-repeat": Case(S / "bench_cache.py", ("--repeat", "0")),
+    # demo_megabuild.py
+    "demo_megabuild-unknown-python": (Case(S / "demo_megabuild.py", ("--pythons", "2.7")), DEMO_BRANCH),
+    "demo_megabuild-unknown-config": (Case(S / "demo_megabuild.py", ("--config", "nosuch")), DEMO_BRANCH),
+    # build-locally.py and build_all.py (converted on branch issue11)
+    "build-locally-unknown-config": (Case(REPO / "build-locally.py", ("nosuch",)), OTHER_BRANCH),
+    "build-locally-bad-flag": Case(REPO / "build-locally.py", ("--no-such-flag",)),
+    "build_all-unknown-config": Case(S / "build_all.py", ("nosuch",)),
+    "build_all-missing-build-locally": Case(S / "build_all.py", ("linux_64", "--build-locally", MISSING)),
+}
+
+
+def _params() -> list[object]:
+    params: list[object] = []
+    for key, value in CASES.items():
+        case, marks = (value[0], [value[1]]) if isinstance(value, tuple) else (value, [])
+        params.append(pytest.param(case, id=key, marks=marks))
+    return params
+
+
+def _wheel(root: Path) -> Path:
+    wheel = root / "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/__init__.py", "")
+    return wheel
+
+
+@pytest.mark.parametrize("case", _params())
+def test_bad_input_gives_one_error_line(case: Case, tmp_path: Path) -> None:
+    bad = _bad_files(tmp_path / "bad")
+    substitutions = {
+        BAD: str(bad["empty-dir"].parent),
+        "@badfs@": str(_feedstock_with_bad_config(tmp_path / "badfs")) if "@badfs@" in case.args else "",
+        "@wheel@": str(_wheel(tmp_path)) if "@wheel@" in case.args else "",
+    }
+    args = []
+    for arg in case.args:
+        for placeholder, value in substitutions.items():
+            arg = arg.replace(placeholder, value)
+        args.append(arg)
+    # cwd: an empty directory, so nothing relies on being run from the checkout
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(case.script), *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    stderr = proc.stderr.strip()
+    assert proc.returncode != 0, f"exit 0 for bad input; stdout: {proc.stdout[-500:]}"
+    assert "Traceback" not in stderr, stderr
+    last = stderr.splitlines()[-1] if stderr else ""
+    prog = re.escape(case.prog)
+    assert re.match(rf"({prog}|{re.escape(case.script.stem)}): error: \S", last), stderr
+    assert len(stderr) < MAX_STDERR, stderr
+    assert not (workdir.exists() and any(workdir.iterdir())), "bad input left files behind"
