@@ -420,6 +420,11 @@ def write_timeline(build: Build, path: Path, title: str) -> Path:
     return _save(plt, fig, path)
 
 
+def short_config(name: str) -> str:
+    """A config name without the compiler and stdlib versions, short enough for an axis label."""
+    return re.sub(r"(c|cxx)_compiler_version[0-9.]+|c_stdlib_version[0-9.]+", "", name)
+
+
 def write_overview(summaries: Sequence[tuple[str, Mapping[str, Any]]], path: Path) -> Path:
     """Several configs: wall seconds per pass, stacked per config, hit rate in the label."""
     plt = _pyplot()
@@ -429,19 +434,16 @@ def write_overview(summaries: Sequence[tuple[str, Mapping[str, Any]]], path: Pat
     for _, s in summaries:
         pass_names += [p["pass"] for p in s["passes"] if p["pass"] not in pass_names]
     labels = []
+    legend: set[str] = set()
     for i, (config, s) in enumerate(summaries):
         left = 0.0
         for p in s["passes"]:
-            kwargs = (
-                {"label": p["pass"]}
-                if i == 0 or p["pass"] not in [q["pass"] for _, t in summaries[:i] for q in t["passes"]]
-                else {}
-            )
-            ax.barh(
-                i, p["wall_seconds"], left=left, color=colours(pass_names.index(p["pass"]) % 10), **kwargs
-            )
+            label = None if p["pass"] in legend else p["pass"]
+            legend.add(p["pass"])
+            colour = colours(pass_names.index(p["pass"]) % 10)
+            ax.barh(i, p["wall_seconds"], left=left, color=colour, label=label)
             left += p["wall_seconds"]
-        labels.append(f"{config}\ncache {_rate(s['total']['cache'])}")
+        labels.append(f"{short_config(config)}\ncache {_rate(s['total']['cache'])}")
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
