@@ -69,9 +69,16 @@ if [[ -n "${compiler_cache}" ]]; then
     # Our own server per script (another build on the machine has other basedirs), gone at exit.
     export SCCACHE_SERVER_UDS="${TMPDIR:-/tmp}/megabuild-sccache-$$.sock"
     export SCCACHE_IDLE_TIMEOUT=0
-    sccache --stop-server >/dev/null 2>&1 || true
-    sccache --start-server >/dev/null
-    trap 'sccache --stop-server >/dev/null 2>&1 || true; rm -f "${SCCACHE_SERVER_UDS}"' EXIT
+    if sccache --start-server >/dev/null; then
+        # Stopped at exit, after an EXIT trap the caller may have set.
+        eval "caller_exit_trap=($(trap -p EXIT))"
+        trap "${caller_exit_trap[2]:-}"$'\n''sccache --stop-server >/dev/null 2>&1 || true; rm -f "${SCCACHE_SERVER_UDS}"' EXIT
+    else
+        echo "build.sh: warning: the sccache server did not start; building uncached" >&2
+        compiler_cache=""
+    fi
+fi
+if [[ -n "${compiler_cache}" ]]; then
     # sccache 0.16 hashes these flags verbatim (SCCACHE_BASEDIRS rewrites only the source
     # paths), and they name this build's SRC_DIR and PREFIX: every key would be new. A
     # Release build compiles without -g, so they change nothing in the objects.

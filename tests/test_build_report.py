@@ -49,6 +49,9 @@ def telemetry(tmp_path: Path) -> Path:
             _line(9000, 9500, "lib/libtorch_cpu.so"),
             _line(9500, 9800, "lib/libtorch_python.so"),
             _line(100, 300, "torch/CMakeFiles/torch_python.dir/csrc/Module.cpp.o"),
+            # one code generation edge with two outputs: one line each, same start, end and hash
+            _line(0, 1000, "aten/src/ATen/Functions.h", cmd_hash="gen"),
+            _line(0, 1000, "aten/src/ATen/Functions.cpp", cmd_hash="gen"),
         ]
     )
     # the Python pass recompiles torch_python and relinks it; the other lines are unchanged
@@ -76,8 +79,14 @@ def telemetry(tmp_path: Path) -> Path:
 def test_passes_edges_targets_and_cache(telemetry: Path) -> None:
     report = summarize(load_build(telemetry.parents[1]))  # the work dir finds its telemetry
     top, py = report["passes"]
-    assert (top["pass"], top["wall_seconds"], top["edges"], top["compiles"]) == ("libtorch", 12.0, 6, 4)
-    assert top["edge_seconds"] == pytest.approx(4 + 9 + 2 + 0.5 + 0.3 + 0.2)
+    assert (top["pass"], top["wall_seconds"], top["edges"], top["compiles"]) == ("libtorch", 12.0, 7, 4)
+    assert top["edge_seconds"] == pytest.approx(4 + 9 + 2 + 0.5 + 0.3 + 0.2 + 1)
+    codegen = next(t for t in top["targets"] if t["target"].startswith("aten/src/ATen/Functions"))
+    assert (codegen["target"], codegen["edges"], codegen["seconds"]) == (
+        "aten/src/ATen/Functions.cpp",
+        1,
+        1.0,
+    )
     assert [t["target"] for t in top["targets"]][:2] == ["torch_cpu", "c10"]
     torch_cpu = top["targets"][0]
     assert (torch_cpu["edges"], torch_cpu["compiles"], torch_cpu["seconds"]) == (3, 2, 11.5)
@@ -131,7 +140,7 @@ def test_cli_writes_report_and_png(telemetry: Path, tmp_path: Path) -> None:
     proc = _report(str(telemetry.parents[1]), "--title", "cpu-generic")
     assert proc.returncode == 0, proc.stderr
     assert "# Build report: cpu-generic" in proc.stdout
-    assert "| libtorch | 12.0 | 16.0 | 6 | 4 | 1/4 (25.0%) |" in proc.stdout
+    assert "| libtorch | 12.0 | 17.0 | 7 | 4 | 1/4 (25.0%) |" in proc.stdout
     assert (telemetry / "report.md").read_text() in proc.stdout
     png = (telemetry / "timeline.png").read_bytes()
     assert png.startswith(b"\x89PNG")

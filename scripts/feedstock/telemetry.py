@@ -152,13 +152,22 @@ def parse_ninja_log(text: str, source: str = ".ninja_log") -> NinjaLog:
 
 
 def edges_between(before: Mapping[str, tuple[int, int, str, str]], after: NinjaLog) -> list[Edge]:
-    """The edges that ran between two snapshots of one build dir's ``.ninja_log``, by start time."""
-    ran = [
-        Edge(out, entry[0] / 1000, entry[1] / 1000)
-        for out, entry in after.items()
-        if before.get(out) != entry
-    ]
-    return sorted(ran, key=lambda e: (e.start, e.output))
+    """The edges that ran between two snapshots of one build dir's ``.ninja_log``, by start time.
+
+    Ninja logs every output of an edge on its own line with the edge's start, end and command
+    hash: outputs that share them are one edge (PyTorch's code generation writes hundreds of
+    files in one step), named by its first output."""
+    grouped: dict[tuple[int, int, str], list[str]] = {}
+    for out, entry in after.items():
+        if before.get(out) != entry:
+            grouped.setdefault((entry[0], entry[1], entry[3]), []).append(out)
+    edges = [Edge(_edge_name(outs), start / 1000, end / 1000) for (start, end, _), outs in grouped.items()]
+    return sorted(edges, key=lambda e: (e.start, e.output))
+
+
+def _edge_name(outputs: list[str]) -> str:
+    relative = sorted(o for o in outputs if not o.startswith("/"))
+    return (relative or sorted(outputs))[0]
 
 
 def cache_stats(data: Mapping[str, Any]) -> CacheStats:
