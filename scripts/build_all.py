@@ -4,6 +4,7 @@
     python scripts/build_all.py                      # every linux config, then zip the logs
     python scripts/build_all.py linux_64_cuda12.6    # an alias (see build-locally.py --help)
     python scripts/build_all.py --filter '*cuda*' --prune --keep-going
+    python scripts/build_all.py --compiler-cache ~/.cache/pytorch-sccache   # cache outside the checkout
 
 Resumable: a config counts as done only when build-locally.py has written its marker
 (``build_artifacts/build-locally-done/<config>.json``, the very last step of a successful build);
@@ -12,26 +13,44 @@ done configs are skipped. Each config's output goes to ``build_artifacts/logs/<c
 ``[i/n] config | phase | elapsed``, the phase parsed from the log. At the end all logs are
 zipped into ``build_artifacts/logs/build_logs.zip`` (post it with the CFEP-03 PR).
 
-Standard library only.
+Every config shares one compiler cache (build-locally.py's default
+``build_artifacts/compiler-cache``; ``--compiler-cache DIR``, ``--no-compiler-cache``). After the
+run, the build reports of all configs (``build_artifacts/telemetry/<config>/``) are aggregated into
+``build_artifacts/logs/build_times.{md,json,png}``: one table and one plot, zipped with the logs.
+
+Standard library only, except matplotlib for the plot (skipped with a note without it).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from feedstock.configs import ConfigError, list_configs, resolve_configs
+from feedstock.errors import UsageError, run_main
+from feedstock.paths import ARTIFACTS_DIR, done_marker
+from feedstock.telemetry import (
+    TelemetryError,
+    load_build,
+    overview_markdown,
+    summarize,
+    write_overview,
+)
+
+PROG = "build_all"
 
 FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
 DOCKER_PLATFORMS = ("linux_",)
@@ -63,11 +82,6 @@ def phase_of(line: str) -> str | None:
 def format_elapsed(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def marker(root: Path, name: str) -> Path:
-    """Same path as build-locally.py's done marker."""
-    return root / "build_artifacts" / "build-locally-done" / f"{name}.json"
 
 
 def select(root: Path, names: list[str], pattern: str | None) -> list[str]:
@@ -142,14 +156,47 @@ def run_config(cmd: list[str], log_path: Path, progress: Progress, cwd: Path) ->
         return proc.wait()
 
 
-def zip_logs(log_dir: Path, target: Path, names: Iterable[str]) -> Path:
+def zip_logs(log_dir: Path, target: Path, names: Iterable[str], telemetry: Path) -> Path:
+    """The configs' logs, the aggregate build times and each config's report (as <config>/...)."""
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name in names:
             for suffix in (".log", ".log.prev"):
                 path = log_dir / f"{name}{suffix}"
                 if path.is_file():
                     zf.write(path, path.name)
+            for report in ("report.md", "report.json", "timeline.png"):
+                path = telemetry / name / report
+                if path.is_file():
+                    zf.write(path, f"{name}/{report}")
+        for path in sorted(log_dir.glob("build_times.*")):
+            zf.write(path, path.name)
     return target
+
+
+def aggregate(telemetry: Path, names: Sequence[str], log_dir: Path) -> list[Path]:
+    """build_times.{md,json,png} in ``log_dir`` from the telemetry of the configs that have it."""
+    summaries: list[tuple[str, dict[str, Any]]] = []
+    for name in names:
+        try:
+            summaries.append((name, summarize(load_build(telemetry / name))))
+        except TelemetryError as exc:
+            print(f"{PROG}: no build report for {name}: {exc}")
+    if not summaries:
+        return []
+    log_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path, text in (
+        (log_dir / "build_times.md", overview_markdown(summaries)),
+        (log_dir / "build_times.json", json.dumps(dict(summaries), indent=1) + "\n"),
+    ):
+        path.with_name(path.name + ".tmp").write_text(text)
+        path.with_name(path.name + ".tmp").replace(path)
+        written.append(path)
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"{PROG}: no build_times.png (python -m pip install matplotlib)")
+    else:
+        written.append(write_overview(summaries, log_dir / "build_times.png"))
+    return written
 
 
 def prune(docker: str) -> None:
@@ -157,14 +204,21 @@ def prune(docker: str) -> None:
     subprocess.run([docker, "system", "prune", "-f"], check=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--filter", help="glob on config names, applied after the aliases")
     p.add_argument("--prune", action="store_true", help="run `docker system prune -f` between configs")
     p.add_argument("--keep-going", action="store_true", help="continue with the next config after a failure")
     p.add_argument("--cpu-count", help="CPU_COUNT passed to build-locally.py")
     p.add_argument("--force", action="store_true", help="rebuild configs that are already done")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compiler-cache",
+        metavar="DIR",
+        help="compiler cache shared by all configs (default: build_artifacts/compiler-cache)",
+    )
+    cache.add_argument("--no-compiler-cache", action="store_true", help="build every config uncached")
     p.add_argument(
         "--build-locally",
         default=str(FEEDSTOCK_ROOT / "build-locally.py"),
@@ -175,42 +229,49 @@ def main(argv: list[str] | None = None) -> int:
     try:
         names = select(root, ns.configs, ns.filter)
     except ConfigError as exc:
-        print(f"build_all: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     if not names:
-        print("build_all: error: no config selected", file=sys.stderr)
-        return 2
-    log_dir = root / "build_artifacts" / "logs"
+        raise UsageError("no config selected")
+    artifacts = root / ARTIFACTS_DIR
+    log_dir = artifacts / "logs"
+    telemetry = artifacts / "telemetry"
     docker = os.environ.get("DOCKER_EXECUTABLE", "docker")
     failed: list[str] = []
     started = time.monotonic()
     print(f"{len(names)} config(s); logs in {log_dir.relative_to(root)}/")
     for i, name in enumerate(names, 1):
         label = f"[{i}/{len(names)}] {name}"
-        if marker(root, name).is_file() and not ns.force:
+        if done_marker(root, name).is_file() and not ns.force:
             print(f"{label} | done earlier, skipped")
             continue
         cmd = [sys.executable, str(ns.build_locally), name]
         if ns.cpu_count:
             cmd += ["--cpu-count", ns.cpu_count]
+        if ns.compiler_cache:
+            cmd += ["--compiler-cache", str(Path(ns.compiler_cache).expanduser().resolve())]
+        if ns.no_compiler_cache:
+            cmd.append("--no-compiler-cache")
         progress = Progress(sys.stdout, label)
         progress.update(None)
         rc = run_config(cmd, log_dir / f"{name}.log", progress, root)
-        ok = rc == 0 and marker(root, name).is_file()
+        ok = rc == 0 and done_marker(root, name).is_file()
         progress.finish("ok" if ok else f"FAILED (exit {rc}, see {log_dir.name}/{name}.log)")
         if ns.prune and i < len(names):
             prune(docker)
         if not ok:
             failed.append(name)
             if rc == 2:
-                print("build_all: build-locally.py refused to start (see the log); stopping", file=sys.stderr)
+                print(f"{PROG}: build-locally.py refused to start (see the log); stopping", file=sys.stderr)
                 break
             if not ns.keep_going:
                 break
-    archive = zip_logs(log_dir, log_dir / "build_logs.zip", names) if log_dir.is_dir() else None
-    done = sum(marker(root, n).is_file() for n in names)
+    times = aggregate(telemetry, [n for n in names if (telemetry / n).is_dir()], log_dir)
+    archive = zip_logs(log_dir, log_dir / "build_logs.zip", names, telemetry) if log_dir.is_dir() else None
+    done = sum(done_marker(root, n).is_file() for n in names)
     took = format_elapsed(time.monotonic() - started)
     print(f"{done}/{len(names)} config(s) done in total; this run took {took}")
+    if times:
+        print(f"build times: {', '.join(str(t.relative_to(root)) for t in times)}")
     if archive:
         print(f"logs: {archive.relative_to(root)}")
     if failed:
@@ -220,4 +281,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(PROG, main, sys.argv[1:]))

@@ -7,6 +7,7 @@ the feedstock, with a fake ``docker`` on PATH that records its argv and environm
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -40,6 +41,7 @@ def load_module(repo_root: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location("build_locally", repo_root / "build-locally.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -184,8 +186,8 @@ def test_interactive_choice_on_a_terminal(
     module = load_module(fs.root)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
     monkeypatch.setattr("builtins.input", lambda prompt="": "2")
-    ns = module.parse_args([])
-    assert module.select_configs(ns) == [sorted(SYNTHETIC_CONFIGS)[1]]
+    opts = module.resolve_options([], {})
+    assert module.select_configs(opts) == [sorted(SYNTHETIC_CONFIGS)[1]]
     out = capsys.readouterr().out
     assert "config not selected, please choose from the following:" in out
     assert f"2. {sorted(SYNTHETIC_CONFIGS)[1]}" in out
@@ -231,6 +233,107 @@ def test_enough_disk_for_cpu_is_not_enough_for_cuda(fs: FakeFeedstock) -> None:
     assert fs.run(CUDA126_MKL, BUILD_LOCALLY_FREE_BYTES=free).returncode == 2
     ok = fs.run(CUDA126_MKL, "--skip-disk-check", BUILD_LOCALLY_FREE_BYTES=free)
     assert ok.returncode == 0, ok.stderr
+
+
+# -- options ---------------------------------------------------------------------------------------
+
+
+def test_options_are_resolved_once_into_a_frozen_dataclass(fs: FakeFeedstock) -> None:
+    module = load_module(fs.root)
+    env = {"CPU_COUNT": "5", "DOCKER_EXECUTABLE": "podman", "BUILD_LOCALLY_MIN_FREE_GB": "7"}
+    opts = module.resolve_options(["x", "--no-compiler-cache"], env)
+    assert (opts.config, opts.cpu_count, opts.docker, opts.min_free_gb) == ("x", "5", "podman", 7)
+    assert opts.compiler_cache is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.cpu_count = "1"
+    assert module.resolve_options(["--cpu-count", "3"], env).cpu_count == "3"
+    default = module.resolve_options([], {})
+    assert default.compiler_cache == str(fs.root / "build_artifacts" / "compiler-cache")
+
+
+def test_bad_number_in_the_environment_is_a_one_line_error(fs: FakeFeedstock) -> None:
+    proc = fs.run(CPU_GENERIC, BUILD_LOCALLY_MIN_FREE_GB="lots")
+    assert_clean_error(proc, "BUILD_LOCALLY_MIN_FREE_GB='lots' is not a whole number")
+    assert fs.built() == []
+
+
+# -- compiler cache and report -------------------------------------------------------------------
+
+
+def _run_args(fs: FakeFeedstock) -> list[str]:
+    """``docker run``'s options before the image (CONDA_FORGE_DOCKER_RUN_ARGS lands there)."""
+    return fs.docker_calls()[-1]["argv"]
+
+
+def _forwarded(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-e" and "=" in argv[i + 1])
+
+
+def test_default_compiler_cache_lies_under_build_artifacts(fs: FakeFeedstock) -> None:
+    proc = fs.run(CPU_GENERIC)
+    assert proc.returncode == 0, proc.stderr
+    argv = _run_args(fs)
+    inside = "/home/conda/feedstock_root/build_artifacts/compiler-cache"
+    assert _forwarded(argv)["FEEDSTOCK_COMPILER_CACHE"] == inside
+    assert _forwarded(argv)["FEEDSTOCK_BUILD_TELEMETRY"] == (
+        f"/home/conda/feedstock_root/build_artifacts/telemetry/{CPU_GENERIC}"
+    )
+    assert not any(a.endswith(":/home/conda/compiler-cache:rw") for a in argv)  # no extra mount
+    assert (fs.root / "build_artifacts" / "compiler-cache").is_dir()
+
+
+def test_compiler_cache_outside_the_feedstock_is_mounted(fs: FakeFeedstock, tmp_path: Path) -> None:
+    cache = tmp_path / "shared-cache"
+    proc = fs.run(CPU_GENERIC, "--compiler-cache", str(cache), CONDA_FORGE_DOCKER_RUN_ARGS="--rm")
+    assert proc.returncode == 0, proc.stderr
+    argv = _run_args(fs)
+    assert f"{cache}:/home/conda/compiler-cache:rw" in argv
+    assert _forwarded(argv)["FEEDSTOCK_COMPILER_CACHE"] == "/home/conda/compiler-cache"
+    assert "--rm" in argv  # the caller's own docker run arguments stay
+    assert cache.is_dir()
+
+
+def test_no_compiler_cache_passes_nothing(fs: FakeFeedstock) -> None:
+    assert fs.run(CPU_GENERIC, "--no-compiler-cache").returncode == 0
+    assert "FEEDSTOCK_COMPILER_CACHE" not in _forwarded(_run_args(fs))
+    assert not (fs.root / "build_artifacts" / "compiler-cache").exists()
+
+
+def test_several_configs_do_not_pile_up_mounts(fs: FakeFeedstock, tmp_path: Path) -> None:
+    assert fs.run("linux_64_cuda12.6", "--compiler-cache", str(tmp_path / "c")).returncode == 0
+    runs = [c["argv"] for c in fs.docker_calls() if c["argv"][0] == "run"]
+    assert len(runs) == 2
+    for name, argv in zip(CUDA126, runs):
+        assert argv.count("-v") == 3  # recipe, feedstock, cache
+        assert _forwarded(argv)["FEEDSTOCK_BUILD_TELEMETRY"].endswith(f"/telemetry/{name}")
+
+
+@pytest.mark.parametrize("kind", ["a-file", "below-a-file"])
+def test_unusable_compiler_cache_is_a_one_line_error(fs: FakeFeedstock, tmp_path: Path, kind: str) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    cache = blocker if kind == "a-file" else blocker / "cache"
+    proc = fs.run(CPU_GENERIC, "--compiler-cache", str(cache))
+    assert_clean_error(proc, f"cannot create compiler cache dir {cache}", "--no-compiler-cache")
+    assert fs.built() == []
+    assert not fs.marker(CPU_GENERIC).exists()
+
+
+def test_report_lands_next_to_the_telemetry(fs: FakeFeedstock) -> None:
+    proc = fs.run(CPU_GENERIC, "--no-compiler-cache", FAKE_DOCKER_TELEMETRY="1", PYTHONPATH="")
+    assert proc.returncode == 0, proc.stderr
+    tdir = fs.root / "build_artifacts" / "telemetry" / CPU_GENERIC
+    assert f"build report: build_artifacts/telemetry/{CPU_GENERIC}/report.md" in proc.stdout
+    report = (tdir / "report.md").read_text()
+    assert "| libtorch | 3.0 | 2.0 | 2 | 1 | off |" in report
+
+
+def test_earlier_telemetry_is_cleared_before_a_build(fs: FakeFeedstock) -> None:
+    tdir = fs.root / "build_artifacts" / "telemetry" / CPU_GENERIC
+    tdir.mkdir(parents=True)
+    (tdir / "passes.jsonl").write_text('{"pass": "stale", "start": 0, "end": 1}\n')
+    assert fs.run(CPU_GENERIC).returncode == 0
+    assert not (tdir / "passes.jsonl").exists()
 
 
 # -- dry run -------------------------------------------------------------------------------------

