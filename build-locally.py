@@ -62,7 +62,7 @@ CONTAINER_CACHE = "/home/conda/compiler-cache"
 
 sys.path.insert(0, os.path.join(FEEDSTOCK_ROOT, "scripts"))
 
-from feedstock.errors import FeedstockError, UsageError, run_main  # noqa: E402
+from feedstock.errors import FeedstockError, UsageError, capped, run_main  # noqa: E402
 from feedstock.paths import DONE_MARKER_DIR, done_marker  # noqa: E402
 
 
@@ -374,13 +374,13 @@ def select_configs(opts: Options) -> list[str]:
         return [choose_interactively(valid)]
     names = resolve(opts.config, opts.filter)
     if not names:
-        print("valid configs are:", file=sys.stderr)
-        for n in valid:
-            print(f"  {n}", file=sys.stderr)
+        # One line, however many configs there are: running without a name lists them all.
         aliases = alias_examples(opts.filter)
-        if aliases:
-            print(f"aliases: {' '.join(aliases)}", file=sys.stderr)
-        raise UsageError(f"'{opts.config}' matches no config: use a name or an alias listed above")
+        hint = f"; aliases: {capped(aliases)}" if aliases else ""
+        raise UsageError(
+            f"'{opts.config}' matches none of the {len(valid)} configs{hint}"
+            " (run build-locally.py without a name to list them)"
+        )
     if names == [opts.config]:
         print(f"Using {opts.config} configuration")
     elif len(names) == 1:
