@@ -15,7 +15,8 @@ lists the file, and reported as unchecked otherwise. Matching counts duplicates:
 the same masked key need two files.
 
 Writes ``build_artifacts/cfep03/SHA256SUMS`` (sha256sum format), ``manifest.json``,
-``build_logs.zip`` (``build_artifacts/logs/*.log*`` from build_all.py plus ``*-log.txt``) and
+``build_logs.zip`` (``build_artifacts/logs/*.log*`` and ``build_times.*`` from build_all.py,
+plus ``*-log.txt``) and
 ``admin-request.yml`` (conda-forge/admin-requests ``cfep3_copy`` format), then prints, but never
 runs, the upload commands. Exit status: 0 complete, 1 packages missing (or a build number
 differs), 2 usage error.
@@ -199,6 +200,8 @@ def write_bundle(artifacts: Path, report: Report, channel: str, label: str) -> d
     with zipfile.ZipFile(logs, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         log_dir = artifacts / "logs"
         candidates = sorted(log_dir.glob("*.log*")) if log_dir.is_dir() else []
+        # build_all.py's per-config build times travel with the logs they summarise
+        candidates += sorted(log_dir.glob("build_times.*")) if log_dir.is_dir() else []
         candidates += sorted(artifacts.glob("*-log.txt"))
         for path in candidates:
             if path.is_file() and path.suffix != ".zip":

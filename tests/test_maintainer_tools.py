@@ -205,6 +205,7 @@ def bundle_tree(tmp_path: Path, repo_root: Path) -> tuple[FakeFeedstock, Path, l
     logs = fs.root / "build_artifacts" / "logs"
     logs.mkdir()
     (logs / f"{CPU[1]}.log").write_text("BUILD START\n")
+    (logs / "build_times.md").write_text("| config | wall |\n")  # build_all.py's aggregate
     return fs, expected, outputs
 
 
@@ -235,7 +236,7 @@ def test_cfep03_complete_tree_writes_manifest_and_prints_upload_commands(bundle_
         in request
     )
     with zipfile.ZipFile(out / "build_logs.zip") as zf:
-        assert zf.namelist() == [f"{CPU[1]}.log"]
+        assert zf.namelist() == [f"{CPU[1]}.log", "build_times.md"]
     assert "anaconda upload --user some-delegate --label cfep03" in proc.stdout
     copy = "anaconda copy --from-label cfep03 --to-label main --to-owner conda-forge"
     assert f"{copy} some-delegate/pytorch/2.13.0" in proc.stdout
