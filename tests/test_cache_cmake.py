@@ -11,6 +11,11 @@ For each consecutive pair A -> B:
 4. ``ninja``: CMake re-runs from the edited cache; the plain library must not
    rebuild, the extension must, the regenerated cache must equal ``fresh-B``
    entirely, and the built module must import with B.
+
+Whole caches are compared as CMake reports them through its File API (``cache-v2`` reply,
+tests/support/cmake_file_api.py), not through our own parser. The one exception is the cache
+text right after the swap, before CMake has run on it: no CMake reply can describe it without a
+configure that rewrites it, so that comparison (and the naive-sed control) parses the text.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import pytest
 from feedstock.paths import RECIPE
 from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.model import CacheFile
+from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
 
@@ -59,7 +65,9 @@ class Pair:
     swap_proc: subprocess.CompletedProcess[str] | None = None
     explain: str = ""  # ninja -n -d explain after the swap
     rebuilt: list[str] = field(default_factory=list)  # outputs ninja ran after the swap
-    regenerated: str = ""  # cache after CMake re-ran during the build
+    regenerated: CacheEntries = field(default_factory=dict)  # CMake's cache after its re-run in the build
+    fresh_a_api: CacheEntries = field(default_factory=dict)
+    fresh_b_api: CacheEntries = field(default_factory=dict)
     import_result: str = ""
 
 
@@ -77,9 +85,10 @@ def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
     return proc
 
 
-def _configure_and_build(cmake: str, ninja: str, build: Path, env: Path, py: CPython) -> None:
+def _configure(cmake: str, ninja: str, build: Path, env: Path, py: CPython) -> None:
     if build.exists():
         shutil.rmtree(build)
+    request_cache(build)
     _run(
         [
             cmake,
@@ -96,6 +105,10 @@ def _configure_and_build(cmake: str, ninja: str, build: Path, env: Path, py: CPy
             f"-DCMAKE_PREFIX_PATH={env}/lib/python{py.short}/site-packages;{env}",
         ]
     )
+
+
+def _configure_and_build(cmake: str, ninja: str, build: Path, env: Path, py: CPython) -> None:
+    _configure(cmake, ninja, build, env, py)
     _run([ninja, "-C", str(build)])
 
 
@@ -104,10 +117,51 @@ def _log_entries(build: Path) -> list[str]:
     return [line.split("\t")[3] for line in log.read_text().splitlines() if not line.startswith("#")]
 
 
+@dataclass
+class WrongEdit:
+    """The first pair's A cache, swapped to B and then given back A's CMAKE_PREFIX_PATH (a
+    deliberately wrong edit), and CMake's cache after re-configuring from it: the oracle must
+    tell it from a fresh configure for B."""
+
+    build: Path
+    reconfigured: CacheEntries = field(default_factory=dict)
+
+
+@dataclass
+class Probe:
+    pairs: list[Pair]
+    wrong: WrongEdit
+
+
+def _swap_python(cache: Path, a: CPython, b: CPython) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "megabuild",
+            "cache",
+            "swap-python",
+            "--from",
+            a.short,
+            "--to",
+            b.short,
+            str(cache),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(RECIPE)),
+        timeout=120,
+    )
+
+
+def _prefix_path_line(cache_text: str) -> str:
+    return next(line for line in cache_text.splitlines() if line.startswith("CMAKE_PREFIX_PATH:"))
+
+
 @pytest.fixture(scope="session")
-def probe(
+def probe_run(
     tmp_path_factory: pytest.TempPathFactory, two_cpythons: list[CPython], pip_wheel_cache: Path
-) -> list[Pair]:
+) -> Probe:
     cmake = _tool("cmake")
     ninja = _tool("ninja")
     root = tmp_path_factory.mktemp("probe")
@@ -115,27 +169,22 @@ def probe(
     pys = two_cpythons
     pairs = [Pair(a, b, root / f"swap-{a.short}-to-{b.short}") for a, b in zip(pys, pys[1:])]
     fresh: dict[str, str] = {}
+    fresh_api: dict[str, CacheEntries] = {}
+    wrong = WrongEdit(root / f"wrong-{pairs[0].a.short}-to-{pairs[0].b.short}")
+
+    def finish_wrong_edit() -> None:
+        cache = wrong.build / "CMakeCache.txt"
+        stale_prefix = _prefix_path_line(cache.read_text())
+        swap = _swap_python(cache, pairs[0].a, pairs[0].b)
+        assert swap.returncode == 0, swap.stderr
+        text = cache.read_text()
+        cache.write_text(text.replace(_prefix_path_line(text), stale_prefix))
+        _run([cmake, str(wrong.build)])
+        wrong.reconfigured = read_cache(wrong.build, build_placeholder="<BUILD>")
 
     def finish(pair: Pair) -> None:
         cache = pair.build / "CMakeCache.txt"
-        pair.swap_proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "megabuild",
-                "cache",
-                "swap-python",
-                "--from",
-                pair.a.short,
-                "--to",
-                pair.b.short,
-                str(cache),
-            ],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=str(RECIPE)),
-            timeout=120,
-        )
+        pair.swap_proc = _swap_python(cache, pair.a, pair.b)
         pair.swapped = cache.read_text()
         if pair.swap_proc.returncode != 0:
             return
@@ -143,7 +192,7 @@ def probe(
         seen = len(_log_entries(pair.build))
         _run([ninja, "-C", str(pair.build)])
         pair.rebuilt = _log_entries(pair.build)[seen:]
-        pair.regenerated = cache.read_text()
+        pair.regenerated = read_cache(pair.build, build_placeholder="<BUILD>")
         pair.import_result = _run(
             [str(env / "bin" / "python"), "-c", "import pyext; print(pyext.answer())"], cwd=pair.build
         ).stdout.strip()
@@ -153,18 +202,29 @@ def probe(
         for pair in pairs:  # B is this Python: A's build exists, env is now B's
             if pair.b == py:
                 finish(pair)
-        _configure_and_build(cmake, ninja, root / f"fresh-{py.short}", env, py)
-        fresh[py.short] = (root / f"fresh-{py.short}" / "CMakeCache.txt").read_text()
+        if pairs[0].b == py:
+            finish_wrong_edit()
+        fresh_build = root / f"fresh-{py.short}"
+        _configure_and_build(cmake, ninja, fresh_build, env, py)
+        fresh[py.short] = (fresh_build / "CMakeCache.txt").read_text()
+        fresh_api[py.short] = read_cache(fresh_build, build_placeholder="<BUILD>")
         for pair in pairs:  # A is this Python: configure and fully build A
             if pair.a == py:
                 _configure_and_build(cmake, ninja, pair.build, env, py)
+        if pairs[0].a == py:
+            _configure(cmake, ninja, wrong.build, env, py)
     for pair in pairs:
         pair.fresh_a = fresh[pair.a.short].replace(str(root / f"fresh-{pair.a.short}"), "<BUILD>")
         pair.fresh_b = fresh[pair.b.short]
         pair.swapped = pair.swapped.replace(str(pair.build), "<BUILD>")
-        pair.regenerated = pair.regenerated.replace(str(pair.build), "<BUILD>")
         pair.fresh_b = pair.fresh_b.replace(str(root / f"fresh-{pair.b.short}"), "<BUILD>")
-    return pairs
+        pair.fresh_a_api, pair.fresh_b_api = fresh_api[pair.a.short], fresh_api[pair.b.short]
+    return Probe(pairs, wrong)
+
+
+@pytest.fixture(scope="session")
+def probe(probe_run: Probe) -> list[Pair]:
+    return probe_run.pairs
 
 
 def _values(text: str) -> dict[str, tuple[str, str]]:
@@ -193,7 +253,7 @@ def test_swap_matches_a_fresh_configure(probe: list[Pair]) -> None:
 
 def test_swap_changes_the_same_keys_as_a_reconfigure(probe: list[Pair]) -> None:
     for pair in probe:
-        fresh_a, fresh_b = _values(pair.fresh_a), _values(pair.fresh_b)
+        fresh_a, fresh_b = pair.fresh_a_api, pair.fresh_b_api
         expected = {k for k in fresh_a if fresh_a[k] != fresh_b[k]} - CMAKE_REWRITES
         reported = {
             line.split(": ")[1]
@@ -221,13 +281,19 @@ def test_rebuild_after_swap_touches_only_python_targets(probe: list[Pair]) -> No
 
 def test_cmake_rerun_reproduces_the_fresh_cache(probe: list[Pair]) -> None:
     for pair in probe:
-        regenerated, fresh = _values(pair.regenerated), _values(pair.fresh_b)
+        regenerated, fresh = dict(pair.regenerated), pair.fresh_b_api
         for key, value in RERUN_ONLY.items():
             if key not in fresh and regenerated.get(key) == value:
                 del regenerated[key]
-        differ = {k: (regenerated.get(k), fresh.get(k)) for k in fresh.keys() | regenerated.keys()}
-        differ = {k: v for k, v in differ.items() if v[0] != v[1]}
-        assert not differ, (pair.a.short, pair.b.short, differ)
+        assert differences(regenerated, fresh) == {}, (pair.a.short, pair.b.short)
+
+
+def test_file_api_oracle_catches_a_wrong_cache_edit(probe_run: Probe) -> None:
+    """Control for the oracle: a swap that leaves A's CMAKE_PREFIX_PATH behind survives CMake's
+    re-configure and shows up as a difference from a fresh configure for B."""
+    fresh_b = probe_run.pairs[0].fresh_b_api
+    differ = differences(probe_run.wrong.reconfigured, fresh_b)
+    assert "CMAKE_PREFIX_PATH" in differ, differ
 
 
 def test_naive_sed_does_not_match_a_fresh_configure(probe: list[Pair]) -> None:

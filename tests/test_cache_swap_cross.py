@@ -26,7 +26,8 @@ CMake then configures ``tests/projects/pycache_probe`` against
 ``$PREFIX/bin/python`` with Python A, both envs are recreated at the same paths
 for Python B (conda-build does that per output), the cache is swapped by
 ``$PREFIX/bin/python -m megabuild`` as build.sh runs it, and compared with a
-fresh configure for B.
+fresh configure for B; then CMake re-configures from the swapped cache, and its cache, as the
+CMake File API reports it (tests/support/cmake_file_api.py), must equal the fresh one.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from feedstock.paths import RECIPE
 from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.model import CacheFile
 from megabuild.cache.python_swap import is_python_key, query_environment, query_interpreter
+from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
 TRIPLET = "aarch64-conda-linux-gnu"
@@ -56,6 +58,8 @@ UNLOADABLE = b"\x7fELF built for aarch64, not loadable here\n"
 CMAKE_REWRITES = frozenset(
     {"_Python_DEVELOPMENT_MODULE_SIGNATURE", "_Python_DEVELOPMENT_EMBED_SIGNATURE", "_Python_NUMPY_SIGNATURE"}
 )
+# Left by FindPython's validation of a cached interpreter on a re-configure (see test_cache_cmake.py).
+RERUN_ONLY = {"_Python_Interpreter_REASON_FAILURE": ("INTERNAL", "")}
 PROBE = (
     "import json, sys, sysconfig\n"
     "info = {'soabi': sysconfig.get_config_var('SOABI'), 'platform': sysconfig.get_platform(),\n"
@@ -198,6 +202,8 @@ class Cross:
     swapped: str
     fresh: str
     swap_proc: subprocess.CompletedProcess[str]
+    reconfigured: CacheEntries  # CMake's cache after re-configuring from the swapped one
+    fresh_entries: CacheEntries
 
 
 def _tool(name: str) -> str:
@@ -215,6 +221,7 @@ def _build_env(activation: dict[str, str]) -> dict[str, str]:
 
 
 def _configure(build: Path, prefix: Path, py: CPython, activation: dict[str, str]) -> str:
+    request_cache(build)
     proc = subprocess.run(
         [
             _tool("cmake"),
@@ -266,8 +273,28 @@ def cross(tmp_path_factory: pytest.TempPathFactory, cpythons: list[CPython], pip
         timeout=300,
     )
     swapped = cache.read_text().replace(str(swap_build), "<BUILD>")
+    reconfigured: CacheEntries = {}
+    if swap_proc.returncode == 0:
+        rerun = subprocess.run(
+            [_tool("cmake"), str(swap_build)],
+            capture_output=True,
+            text=True,
+            env=_build_env(activation),
+            timeout=600,
+        )
+        assert rerun.returncode == 0, f"re-configure after the swap failed:\n{rerun.stdout}\n{rerun.stderr}"
+        reconfigured = read_cache(swap_build, build_placeholder="<BUILD>")
     return Cross(
-        a, b, build_prefix, prefix, activation, swapped, fresh.replace(str(fresh_build), "<BUILD>"), swap_proc
+        a,
+        b,
+        build_prefix,
+        prefix,
+        activation,
+        swapped,
+        fresh.replace(str(fresh_build), "<BUILD>"),
+        swap_proc,
+        reconfigured,
+        read_cache(fresh_build, build_placeholder="<BUILD>"),
     )
 
 
@@ -371,3 +398,13 @@ def test_query_keeps_pythonpath_pythonhome_and_cwd_out(
     interp = query_interpreter(sys.executable)
     assert interp.version.short == f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert interp.numpy_include != "/poisoned"
+
+
+@pytest.mark.slow
+def test_cmake_reconfigure_after_the_cross_swap_reproduces_the_fresh_cache(cross: Cross) -> None:
+    assert cross.swap_proc.returncode == 0, cross.swap_proc.stderr
+    reconfigured = dict(cross.reconfigured)
+    for key, value in RERUN_ONLY.items():
+        if key not in cross.fresh_entries and reconfigured.get(key) == value:
+            del reconfigured[key]
+    assert differences(reconfigured, cross.fresh_entries) == {}

@@ -1,57 +1,42 @@
-"""The conda-smithy generated CI files: .github/workflows/conda-build.yml and .scripts/*.sh.
+"""The CI files: conda-smithy's generated ones and the hand-owned .github/workflows/tests.yml.
 
-The checks restate what conda-smithy's templates (github-actions.yml.tmpl, build_steps.sh.tmpl,
-run_docker_build.sh.tmpl) produce for this feedstock's conda-forge.yml and .ci_support configs,
-so a hand edit or a stale rerender shows up here. With ``CONDA_SMITHY_RERENDER`` set to a
-command that rerenders a feedstock directory in place (e.g. an offline conda-smithy wrapper),
-``test_files_match_a_fresh_rerender`` also compares every generated file (.ci_support, .scripts,
-.github, .circleci, LICENSE.txt, .gitattributes) byte for byte, executable bits included.
+conda-smithy's output (.github/workflows/conda-build.yml, .scripts/, .ci_support/) is checked
+against conda-smithy itself: ``test_files_match_a_fresh_rerender`` runs ``conda smithy rerender``
+on a copy of the feedstock and compares every generated file byte for byte, executable bits
+included. It needs conda-smithy (and network access for conda-forge-pinning); without them it
+skips, and the CI job that sets ``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1`` turns that skip into a
+failure. The remaining tests check this feedstock's own choices, which a smithy upgrade does not
+change: conda-forge.yml settings, the matrix against .ci_support, no hard-coded feedstock name,
+and the hand-owned workflow.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from support.cross_checks import REQUIRE_ENV, unavailable
 
-yaml = pytest.importorskip("yaml")
-
-GENERATED = (
+SMITHY_WORKFLOW = Path(".github/workflows/conda-build.yml")
+HAND_OWNED_WORKFLOW = Path(".github/workflows/tests.yml")
+GENERATED_SCRIPTS = (
     ".github/workflows/conda-build.yml",
     ".scripts/build_steps.sh",
     ".scripts/logging_utils.sh",
     ".scripts/run_docker_build.sh",
     ".scripts/run_osx_build.sh",
 )
-SECRETS = ("BINSTAR_TOKEN", "FEEDSTOCK_TOKEN", "STAGING_BINSTAR_TOKEN")
-
-# conda-smithy's GITHUB_ACTIONS_RUNS_ON (configure_feedstock.py)
-HOSTED_LABELS = {
-    "linux-64": ["ubuntu-latest"],
-    "linux-aarch64": ["ubuntu-24.04-arm"],
-    "osx-64": ["macos-15-intel"],
-    "osx-arm64": ["macos-15"],
-}
-SELF_HOSTED_LABELS = {
-    "linux-64": ["linux", "x64"],
-    "linux-aarch64": ["linux", "ARM64"],
-    "osx-64": ["macOS", "x64"],
-    "osx-arm64": ["macOS", "arm64"],
-}
-# what conda_build_tool puts on the build command line (build_steps.sh.tmpl)
-BUILD_COMMANDS = {
-    "conda-build": "conda-build",
-    "mambabuild": "conda-mambabuild",
-    "conda-build+conda-libmamba-solver": "CONDA_SOLVER=libmamba conda-build",
-    "conda-build+classic": "CONDA_SOLVER=classic conda-build",
-}
+# used when CONDA_SMITHY_RERENDER is unset and conda-smithy is on PATH; the feedstock copy's
+# directory is appended
+DEFAULT_RERENDER = "conda-smithy rerender --no-check-uptodate --feedstock_directory"
 
 
 @pytest.fixture(scope="module")
@@ -87,36 +72,7 @@ def workflow(repo_root: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def build_platform(forge: dict[str, Any], config: dict[str, list[str]]) -> str:
-    target = config["target_platform"][0].replace("-", "_")
-    return (forge.get("build_platform") or {}).get(target, target).replace("_", "-")
-
-
-def config_name_short(name: str) -> str:
-    if len(name) >= 49:
-        return name[:40] + "_h" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    return name
-
-
-def expected_runs_on(name: str, platform: str, config: dict[str, list[str]]) -> list[str]:
-    """conda-smithy's runs-on rules for github_actions_labels."""
-    labels = [str(v) for v in config.get("github_actions_labels") or ["hosted"]]
-    if labels in (["hosted"], ["default"]):
-        labels = HOSTED_LABELS[platform]
-    elif any(label.startswith("self-hosted@") for label in labels):
-        stripped = [label.replace("self-hosted@", "") for label in labels]
-        labels = list(dict.fromkeys([*stripped, *SELF_HOSTED_LABELS[platform], "self-hosted"]))
-    result = []
-    for label in labels:
-        if label.startswith("cirun-"):
-            label += "--${{ github.run_id }}-" + config_name_short(name)
-        if label.startswith("namespace-profile-") and "-on-linux-" in label:
-            label += ";container.privileged=true;container.mount-scratch=true"
-        result.append(label)
-    return result
-
-
-# -- the workflow matrix -------------------------------------------------------------------------
+# -- the workflow matrix: our configs, not smithy's template ----------------------------------
 
 
 def test_one_matrix_entry_per_config(matrix, configs) -> None:
@@ -142,138 +98,23 @@ def test_workflow_and_ci_support_are_committed_together(repo_root: Path) -> None
     )
 
 
-def test_matrix_entries_match_their_configs(matrix, configs, forge) -> None:
-    store = bool((forge.get("github_actions") or {}).get("store_build_artifacts"))
-    for entry in matrix:
-        name = entry["CONFIG"]
-        config = configs[name]
-        platform = build_platform(forge, config)
-        assert entry["UPLOAD_PACKAGES"] is True, name
-        assert entry["STORE_BUILD_ARTIFACTS"] is store, name
-        if store:
-            assert entry["CONFIG_SHORT"] == config_name_short(name)
-        else:
-            assert "CONFIG_SHORT" not in entry
-        assert entry["runs_on"] == expected_runs_on(name, platform, config), name
-        if name.startswith("linux_"):
-            assert entry["os"] == "ubuntu"
-            assert entry["DOCKER_IMAGE"] == config["docker_image"][-1]
-            assert entry["build_workspace_dir"] == "build_artifacts"
-            gpu = any("gpu" in label.lower() for label in entry["runs_on"])
-            assert ("--gpus all" in str(entry["docker_run_args"] or "")) is gpu
-        else:
-            assert entry["os"] == "macos"
-            assert "DOCKER_IMAGE" not in entry
-
-
-def test_self_hosted_labels_come_from_the_configs(matrix, configs) -> None:
-    """Scaling past one machine: every linux job runs on the labels its config asks for."""
-    for entry in matrix:
-        labels = configs[entry["CONFIG"]].get("github_actions_labels")
-        if labels:
-            assert all(str(lab) in " ".join(entry["runs_on"]) for lab in labels)
-
-
 def test_workflow_settings_follow_conda_forge_yml(workflow, forge) -> None:
     gha = forge.get("github_actions") or {}
-    job = workflow["jobs"]["build"]
-    assert job["timeout-minutes"] == gha.get("timeout_minutes", 360)
-    assert job["runs-on"] == "${{ matrix.runs_on }}"
-    assert job["strategy"]["fail-fast"] is False
+    assert workflow["jobs"]["build"]["timeout-minutes"] == gha.get("timeout_minutes", 360)
     triggers = gha.get("triggers") or ["push", "pull_request"]
     assert sorted(workflow[True]) == sorted(triggers)  # YAML 1.1 reads the `on:` key as True
 
 
-def test_build_steps_run_the_generated_scripts(workflow) -> None:
-    steps = {s.get("name"): s for s in workflow["jobs"]["build"]["steps"]}
-    linux = steps["Build on Linux"]
-    assert linux["if"] == "matrix.os == 'ubuntu'"
-    assert linux["run"].rstrip().endswith("./.scripts/run_docker_build.sh")
-    assert linux["env"]["CONFIG"] == "${{ matrix.CONFIG }}"
-    assert linux["env"]["DOCKER_IMAGE"] == "${{ matrix.DOCKER_IMAGE }}"
-    assert linux["env"]["UPLOAD_PACKAGES"] == "${{ matrix.UPLOAD_PACKAGES }}"
-    assert 'export IS_PR_BUILD="True"' in linux["run"]
-    macos = steps["Build on macOS"]
-    assert macos["run"].rstrip().endswith("./.scripts/run_osx_build.sh")
-    for step in (linux, macos):
-        for secret in SECRETS:
-            assert step["env"][secret] == "${{ secrets." + secret + " }}"
-            assert secret not in step["run"]  # only handed over through the environment
-
-
-def installed_specs(build_steps: str) -> list[str]:
-    """Words of the `micromamba install ...` command (with its continuation lines)."""
-    match = re.search(r"^micromamba install (?:.*\\\n)*.*$", build_steps, re.M)
-    assert match, "micromamba install command missing from build_steps.sh"
-    return match.group(0).replace("\\\n", " ").split()
-
-
-# -- the scripts ---------------------------------------------------------------------------------
-
-
-def test_scripts_carry_the_conda_smithy_header(repo_root: Path) -> None:
-    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh"):
-        assert "automatically generated by conda-smithy" in (repo_root / rel).read_text(), rel
-    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh", ".scripts/run_osx_build.sh"):
-        assert os.access(repo_root / rel, os.X_OK), f"{rel} must be executable"
-    logging = (repo_root / ".scripts" / "logging_utils.sh").read_text()
-    assert "function startgroup" in logging and "function endgroup" in logging
-
-
-def test_build_command_follows_conda_build_tool(repo_root: Path, forge) -> None:
-    tool = forge.get("conda_build_tool", "conda-build")
-    assert tool in BUILD_COMMANDS, f"unexpected conda_build_tool {tool!r}"
-    text = (repo_root / ".scripts" / "build_steps.sh").read_text()
-    build_line = f'CONDA_SUBDIR="${{BUILD_PLATFORM}}" {BUILD_COMMANDS[tool]} \\\n        "${{RECIPE_ROOT}}"'
-    assert build_line in text
-    assert ("boa" in installed_specs(text)) is (tool == "mambabuild")
-    if tool.startswith("conda-build"):
-        assert 'CONDA_SUBDIR="${BUILD_PLATFORM}" conda debug' in text
-    else:
-        assert "is not currently supported in debug mode" in text
-
-
-def test_output_validation_follows_conda_forge_yml(repo_root: Path, forge) -> None:
-    text = (repo_root / ".scripts" / "build_steps.sh").read_text()
-    validate = bool(forge.get("conda_forge_output_validation"))
-    assert ('validate_recipe_outputs "${FEEDSTOCK_NAME}"' in text) is validate
-    assert ('upload_package --validate --feedstock-name="${FEEDSTOCK_NAME}"' in text) is validate
-
-
-def test_validation_feedstock_name_is_the_repository_name(repo_root: Path, workflow) -> None:
-    """Output validation checks against FEEDSTOCK_NAME: the GitHub repository's name in CI
-    (conda-forge/pytorch-cpu-feedstock, whose outputs feedstock-outputs registers), the checkout's
-    directory name in local docker builds. No generated file spells a feedstock name itself."""
-    steps = {s.get("name"): s for s in workflow["jobs"]["build"]["steps"]}
-    for name in ("Build on Linux", "Build on macOS"):
-        assert 'export FEEDSTOCK_NAME="$(basename $GITHUB_REPOSITORY)"' in steps[name]["run"]
-    docker = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
-    assert "export FEEDSTOCK_NAME=$(basename ${FEEDSTOCK_ROOT})" in docker
-    assert "-e FEEDSTOCK_NAME \\" in docker
-    for rel in GENERATED:
+def test_no_generated_file_spells_a_feedstock_name(repo_root: Path) -> None:
+    """Output validation checks against FEEDSTOCK_NAME, which CI takes from the repository's name
+    (conda-forge/pytorch-cpu-feedstock, whose outputs feedstock-outputs registers) and local
+    docker builds from the checkout's directory; a name written into a generated file would
+    break one of the two."""
+    for rel in GENERATED_SCRIPTS:
         assert not re.search(r"pytorch(-cpu)?-feedstock", (repo_root / rel).read_text()), rel
 
 
-def test_tokens_are_never_expanded_in_scripts(repo_root: Path) -> None:
-    """Under `set -x` an expanded token would be echoed into the public log."""
-    for rel in (".scripts/build_steps.sh", ".scripts/run_docker_build.sh", ".scripts/run_osx_build.sh"):
-        text = (repo_root / rel).read_text()
-        for secret in SECRETS:
-            assert not re.search(rf"\$\{{?{secret}\b", text), f"{rel} expands {secret}"
-    docker = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
-    for secret in SECRETS:
-        assert f"-e {secret} \\" in docker  # forwarded by name only
-
-
-def test_docker_run_mounts_recipe_and_feedstock(repo_root: Path) -> None:
-    text = (repo_root / ".scripts" / "run_docker_build.sh").read_text()
-    assert '-v "${RECIPE_ROOT}":/home/conda/recipe_root:rw${VOLUME_SUFFIX},delegated' in text
-    assert '-v "${FEEDSTOCK_ROOT}":/home/conda/feedstock_root:rw${VOLUME_SUFFIX},delegated' in text
-    assert 'RECIPE_ROOT="${FEEDSTOCK_ROOT}/recipe"' in text
-    assert 'DONE_CANARY="$ARTIFACTS/conda-forge-build-done-${CONFIG}"' in text
-
-
-# -- optional: byte-for-byte against a real rerender ---------------------------------------------
+# -- conda-smithy as the oracle: byte-for-byte against a fresh rerender ----------------------
 
 # every path conda-smithy writes for this feedstock (README.md, build-locally.py and .gitignore are
 # skip_render'd), compared with their executable bits
@@ -294,7 +135,9 @@ def generated_files(root: Path) -> dict[str, tuple[bytes, bool]]:
 def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     command = os.environ.get("CONDA_SMITHY_RERENDER")
     if not command:
-        pytest.skip("set CONDA_SMITHY_RERENDER to an offline `rerender <feedstock dir>` command")
+        if shutil.which("conda-smithy") is None:
+            unavailable("conda-smithy is not on PATH (or set CONDA_SMITHY_RERENDER to a rerender command)")
+        command = DEFAULT_RERENDER
     copy = tmp_path / "feedstock"
     ignore = shutil.ignore_patterns(".git", "build_artifacts", "__pycache__", ".pytest_cache", ".ruff_cache")
     shutil.copytree(repo_root, copy, ignore=ignore, symlinks=True)
@@ -318,65 +161,78 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     )
 
 
-# -- optional: the conda_build_tool branch of conda-smithy's own templates -----------------------
-
-_RENDER_TEMPLATE = r"""
-import os, shutil, sys, tempfile, types
-import yaml
-sys.modules.setdefault("cirun", types.SimpleNamespace(Cirun=None))  # only needed by the CLI
-from conda_smithy import configure_feedstock as cf
-
-forge_yml, pinning, tool, template = sys.argv[1:5]
-tmp = tempfile.mkdtemp()
-with open(forge_yml) as fh:
-    forge = yaml.safe_load(fh) or {}
-forge["conda_build_tool"] = tool
-with open(os.path.join(tmp, "conda-forge.yml"), "w") as fh:
-    yaml.safe_dump(forge, fh)
-os.makedirs(os.path.join(tmp, "recipe"))
-open(os.path.join(tmp, "recipe", "meta.yaml"), "w").close()
-config = cf._load_forge_config(tmp, pinning)
-config["local_ci_setup"] = False
-config["build_setup"] = cf._get_build_setup_line(tmp, "linux", config)
-sys.stdout.write(cf.make_jinja_env(tmp).get_template(template).render(**config) + "\n")
-shutil.rmtree(tmp)
-"""
-
-
-def render_smithy_template(repo_root: Path, tool: str, template: str) -> str:
-    python = os.environ.get("CONDA_SMITHY_PYTHON")
-    pinning = os.environ.get("CONDA_FORGE_PINNING")
-    if not python or not pinning:
-        pytest.skip(
-            "set CONDA_SMITHY_PYTHON (an interpreter with conda-smithy) and CONDA_FORGE_PINNING "
-            "(conda-forge-pinning's conda_build_config.yaml), in an environment where conda-smithy "
-            "works offline, to render conda-smithy's templates"
-        )
-    proc = subprocess.run(
-        [python, "-c", _RENDER_TEMPLATE, str(repo_root / "conda-forge.yml"), pinning, tool, template],
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_cross_checks_fail_instead_of_skipping_when_required(repo_root: Path) -> None:
+    if shutil.which("conda-smithy") or os.environ.get("CONDA_SMITHY_RERENDER"):
+        pytest.skip("conda-smithy is available here, so the rerender would run instead of skipping")
+    node = "tests/test_ci_scripts.py::test_files_match_a_fresh_rerender"
+    env = {k: v for k, v in os.environ.items() if k != REQUIRE_ENV}
+    run = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", node]
+    relaxed = subprocess.run(run, cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
+    assert relaxed.returncode == 0 and "1 skipped" in relaxed.stdout, relaxed.stdout[-2000:]
+    strict = subprocess.run(
+        run, cwd=repo_root, env={**env, REQUIRE_ENV: "1"}, capture_output=True, text=True, timeout=300
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    assert strict.returncode == 1 and "1 failed" in strict.stdout, strict.stdout[-2000:]
+    assert f"{REQUIRE_ENV} is set but the cross-check cannot run" in strict.stdout
 
 
-@pytest.mark.parametrize(
-    ("rel", "template"),
-    [
-        (".scripts/build_steps.sh", "build_steps.sh.tmpl"),
-        (".scripts/run_docker_build.sh", "run_docker_build.sh.tmpl"),
-    ],
-)
-def test_scripts_equal_conda_smithys_templates(repo_root: Path, forge, rel: str, template: str) -> None:
-    tool = forge.get("conda_build_tool", "conda-build")
-    assert render_smithy_template(repo_root, tool, template) == (repo_root / rel).read_text()
+# -- the hand-owned workflow ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool", ["conda-build", "mambabuild"])
-def test_conda_build_tool_branch_of_the_template(repo_root: Path, tool: str) -> None:
-    text = render_smithy_template(repo_root, tool, "build_steps.sh.tmpl")
-    command = BUILD_COMMANDS[tool]
-    assert f'CONDA_SUBDIR="${{BUILD_PLATFORM}}" {command} \\' in text
-    assert ("boa" in installed_specs(text)) is (tool == "mambabuild")
+def hand_owned_workflows(repo_root: Path) -> list[Path]:
+    return sorted(
+        p for p in (repo_root / ".github" / "workflows").glob("*.y*ml") if p != repo_root / SMITHY_WORKFLOW
+    )
+
+
+def check_workflow_schema(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema with the GitHub workflow schema it vendors from schemastore (offline)."""
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows"]
+    return subprocess.run([*command, *map(str, paths)], capture_output=True, text=True, timeout=300)
+
+
+def test_hand_owned_workflows_are_valid(repo_root: Path) -> None:
+    # conda-build.yml is smithy's: it writes `docker_run_args:` as null, which the schema rejects,
+    # and it is checked against a fresh rerender instead
+    workflows = hand_owned_workflows(repo_root)
+    assert repo_root / HAND_OWNED_WORKFLOW in workflows
+    proc = check_workflow_schema(*workflows)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_schema_check_rejects_a_job_without_a_runner(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: pull_request\njobs:\n  suite:\n    steps:\n      - run: bash .ci/run\n")
+    proc = check_workflow_schema(broken)
+    assert proc.returncode != 0
+    assert "$.jobs.suite" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def tests_workflow(repo_root: Path) -> dict[str, Any]:
+    return yaml.safe_load((repo_root / HAND_OWNED_WORKFLOW).read_text())
+
+
+def test_suite_job_runs_the_readme_test_command(repo_root: Path, tests_workflow) -> None:
+    suite = tests_workflow["jobs"]["suite"]
+    assert [s["run"] for s in suite["steps"] if "run" in s] == ["bash .ci/run"]
+    assert "pull_request" in tests_workflow[True]  # YAML 1.1 reads the `on:` key as True
+    ci_command = (repo_root / ".ci" / "run").read_text().rstrip().splitlines()[-1]
+    readme_lines = (repo_root / "README.md").read_text().splitlines()
+    assert ci_command in readme_lines, ".ci/run must run exactly the README's test command"
+
+
+def test_cross_checks_job_runs_the_cross_checks_with_the_tools(repo_root: Path, tests_workflow) -> None:
+    job = tests_workflow["jobs"]["cross-checks"]
+    assert job["env"][REQUIRE_ENV] == "1"
+    setup = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("mamba-org/setup-micromamba"))
+    packages = setup["with"]["create-args"].split()
+    assert {"conda-build", "conda-smithy"} <= set(packages)
+    pytest_run = next(s["run"] for s in job["steps"] if "pytest" in s.get("run", ""))
+    nodes = [w for w in shlex.split(pytest_run) if "::" in w]
+    assert "tests/test_render_recipe.py::test_matches_conda_build_render" in nodes
+    assert "tests/test_ci_scripts.py::test_files_match_a_fresh_rerender" in nodes
+    # the node ids must still name real tests: a renamed test would leave the job collecting nothing
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *nodes]
+    proc = subprocess.run(collect, cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

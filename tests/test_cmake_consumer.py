@@ -89,6 +89,9 @@ def python_root(python: Path) -> str:
     ).stdout.strip()
 
 
+pytestmark = pytest.mark.slow  # configures and builds a real CMake project against the wheel
+
+
 @pytest.fixture(scope="module")
 def tools():
     missing = [t for t in ("cmake", "ninja") if shutil.which(t) is None]

@@ -33,6 +33,9 @@ def _wheel(platform: str) -> Path:
         pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
 
 
+pytestmark = pytest.mark.slow  # fetches and unpacks the real torch wheel
+
+
 @pytest.fixture(scope="module")
 def wheels() -> list[Path]:
     found = [_wheel(check_patches.DEFAULT_PLATFORM)]

@@ -180,6 +180,7 @@ def emulate_pip_install(
     lay_out_placeholders(sp_dir, [r for r in rows if not os.path.lexists(sp_dir / r[0])], blanks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.id)
 def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Path) -> None:
     rows = read_listing(DATA / layout.listing)
