@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from feedstock.configs import ConfigError, list_configs, resolve_configs
 from feedstock.errors import UsageError, run_main
-from feedstock.paths import ARTIFACTS_DIR, done_marker
+from feedstock.paths import ARTIFACTS_DIR, REPO, done_marker
 from feedstock.telemetry import (
     TelemetryError,
     load_build,
@@ -52,7 +52,6 @@ from feedstock.telemetry import (
 
 PROG = "build_all"
 
-FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
 DOCKER_PLATFORMS = ("linux_",)
 
 # (regex, phase) in priority order; the first match of a log line sets the phase.
@@ -221,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache.add_argument("--no-compiler-cache", action="store_true", help="build every config uncached")
     p.add_argument(
         "--build-locally",
-        default=str(FEEDSTOCK_ROOT / "build-locally.py"),
+        default=str(REPO / "build-locally.py"),
         help=argparse.SUPPRESS,  # tests point this at a copy
     )
     ns = p.parse_args(argv)
