@@ -253,8 +253,8 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export CUDAToolkit_TARGET_DIR="$PREFIX/targets/${cuda_target}"
     export NCCL_ROOT_DIR="$PREFIX"
     export MAGMA_HOME="$PREFIX"
-    # The first pass builds libtorch_cuda_linalg without MAGMA; the second
-    # pass flips USE_MAGMA in the cache (build_libtorch below).
+    # The whole tree builds without MAGMA; only libtorch_cuda_linalg is built a
+    # second time with it (megabuild magma-linalg in build_libtorch below).
     export USE_MAGMA=0
     export TORCH_NVCC_FLAGS="-Xfatbin -compress-all"
     export CMAKE_CUDA_FLAGS="-w -Xptxas -w"
@@ -308,11 +308,14 @@ build_libtorch() {
         "${split_args[@]}" --linalg-variant nomagma
 
     if [[ "${cuda_compiler_version}" != "None" ]]; then
-        # Only what depends on AT_MAGMA_ENABLED rebuilds; stage just the
-        # MAGMA-linked libtorch_cuda_linalg from this pass.
-        run_megabuild cache set USE_MAGMA=ON build/CMakeCache.txt
-        USE_MAGMA=1 run_pass magma "$PREFIX/bin/python" setup.py build
-        run_megabuild split stage --spec "$SPLIT_SPEC" --tree "${trees[0]}" --staging "$STAGING" \
+        # The MAGMA variant: the linalg target's own compile commands again, with a
+        # MAGMA-enabled ATen/cuda/CUDAConfig.h in front, and one link against libmagma.
+        # Flipping USE_MAGMA in the cache instead would regenerate that header and
+        # recompile every kernel that reaches it (reductions, scans, sorts, jiterator)
+        # for every architecture. The build tree and its cache stay nomagma.
+        run_pass magma run_megabuild magma-linalg --build-dir build --out build/magma-linalg \
+            --lib-dir build/magma-linalg/torch/lib --magma-home "$MAGMA_HOME" --define MAGMA_V2
+        run_megabuild split stage --spec "$SPLIT_SPEC" --tree build/magma-linalg/torch --staging "$STAGING" \
             "${split_args[@]}" --linalg-variant magma --only libtorch-cuda-linalg
     fi
 
@@ -326,9 +329,6 @@ build_pytorch() {
         run_megabuild cache restore build/CMakeCache.txt --swap-python-from "${MEGABUILD_PYTHON}" --to "${PY_VER}"
     else
         run_megabuild cache restore build/CMakeCache.txt
-    fi
-    if [[ "${cuda_compiler_version}" != "None" ]]; then
-        export USE_MAGMA=1
     fi
     run_pass "python${PY_VER}" "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
     # libtorch's headers live in $PREFIX/include only; a second copy (or a

@@ -17,7 +17,12 @@ from megabuild.errors import MegabuildError
 
 # Modules providing ``register(subparsers)``; imported lazily so a broken or
 # missing group never takes the others down with it.
-COMMAND_GROUPS = ("megabuild.cache.cli", "megabuild.split.cli", "megabuild.cmake_args")
+COMMAND_GROUPS = (
+    "megabuild.cache.cli",
+    "megabuild.split.cli",
+    "megabuild.cmake_args",
+    "megabuild.magma.cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

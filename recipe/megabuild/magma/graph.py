@@ -1,0 +1,81 @@
+"""The linalg target's commands, asked of Ninja itself (``ninja -t query|commands|deps``)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from megabuild.errors import MegabuildError
+
+CONFIG_HEADER = "ATen/cuda/CUDAConfig.h"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One edge's command: its argv (without CMake's ``: && ... && :`` wrapper) and output."""
+
+    output: str
+    argv: tuple[str, ...]
+
+
+def _ninja(build_dir: Path, *args: str) -> str:
+    proc = subprocess.run(["ninja", "-C", str(build_dir), *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise MegabuildError(f"ninja {' '.join(args)} failed in {build_dir}: {detail[-1] if detail else '?'}")
+    return proc.stdout
+
+
+def unwrap(command: str) -> tuple[str, ...]:
+    """argv of a CMake-generated command line: one program, no shell operators."""
+    parts: list[list[str]] = [[]]
+    for token in shlex.split(command):
+        if token == "&&":
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    programs = [p for p in parts if p and p != [":"]]
+    if len(programs) != 1:
+        raise MegabuildError(f"expected one program in the command, found {len(programs)}: {command[:200]}")
+    return tuple(programs[0])
+
+
+def command_of(build_dir: Path, output: str) -> Command:
+    lines = [line for line in _ninja(build_dir, "-t", "commands", "-s", output).splitlines() if line]
+    if len(lines) != 1:
+        raise MegabuildError(f"no single command builds {output} ({len(lines)} found)")
+    return Command(output, unwrap(lines[0]))
+
+
+def inputs_of(build_dir: Path, output: str) -> list[str]:
+    """Explicit inputs of the edge that builds ``output`` (``ninja -t query``)."""
+    inputs: list[str] = []
+    section = ""
+    for line in _ninja(build_dir, "-t", "query", output).splitlines():
+        stripped = line.strip()
+        if line.startswith("  ") and not line.startswith("    "):  # "  input: <rule>", "  outputs:"
+            section = stripped.split(":", 1)[0]
+        elif section == "input" and line.startswith("    ") and not stripped.startswith("|"):
+            inputs.append(stripped)  # "| implicit" and "|| order-only" inputs are not linked
+    return inputs
+
+
+def target_objects(build_dir: Path, library: str, target: str) -> list[str]:
+    """The objects of CMake target ``target`` that the link of ``library`` takes."""
+    own = re.compile(rf"(^|/)CMakeFiles/{re.escape(target)}\.dir/.+\.o(bj)?$")
+    objects = [i for i in inputs_of(build_dir, library) if own.search(i)]
+    if not objects:
+        raise MegabuildError(f"the link of {library} takes no object of target {target}")
+    return objects
+
+
+def config_header_in_deps(build_dir: Path, obj: str) -> list[str]:
+    """The paths ending in ATen/cuda/CUDAConfig.h among the recorded header deps of ``obj``."""
+    return [
+        line.strip()
+        for line in _ninja(build_dir, "-t", "deps", obj).splitlines()
+        if line.strip().endswith(CONFIG_HEADER)
+    ]
