@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from feedstock.errors import run_main
+from feedstock.errors import UsageError, run_main
 from harness import channel, ninja
-from harness.conda_build import HarnessError, RunResult, run_config
+from harness.conda_build import RunResult, run_config
 from harness.packaging import fmt_size
 from harness.pythons import find_cpythons
 
@@ -41,10 +41,17 @@ def report(run: RunResult) -> None:
 
     print("\n== ninja edges re-run per step")
     top = run.step("libtorch-split")
-    names = ["full build", "USE_MAGMA pass"]
     for i, edges in enumerate(top.ninja_runs):
-        label = names[i] if i < len(names) else f"top-level run {i + 1}"
+        label = "full build" if i == 0 else f"top-level run {i + 1}"
         print(f"  {label:<22} {len(edges):>4} edges  {ninja.by_target(edges)}")
+    replayed = run.src_dir / "build" / "magma-linalg" / "commands.json"
+    if replayed.is_file():  # CUDA: megabuild magma-linalg, outside ninja
+        commands = json.loads(replayed.read_text())
+        reaching = ninja.objects_including(run.src_dir / "build", "ATen/cuda/CUDAConfig.h")
+        print(
+            f"  {'magma variant':<22} {len(commands['compiles']):>4} compiles + 1 link (replayed), 0 edges;"
+            f" a USE_MAGMA flip would recompile {len(reaching)} {ninja.by_target(sorted(reaching))}"
+        )
     for step in run.steps:
         if step.name == "pytorch":
             print(
@@ -106,16 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         wanted = args.pythons.split(",")
         pythons = [c for c in pythons if c.short in wanted]
     if not pythons:
-        print("no CPython >= 3.10 found", file=sys.stderr)
-        return 2
+        wanted = f" among {args.pythons}" if args.pythons else ""
+        raise UsageError(f"no CPython >= 3.10 found{wanted} (pyenv root or MEGABUILD_TEST_PYTHONS)")
     work = args.keep or Path(tempfile.mkdtemp(prefix="megabuild-demo-"))
     extra = {"recipe_dir": args.recipe_dir} if args.recipe_dir else {}
     try:
-        try:
-            run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
-        except HarnessError as exc:
-            print(f"\nFAILED: {exc}", file=sys.stderr)
-            return 1
+        run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
         report(run)
         cuda = any(p.name == "libtorch-cuda-linalg" for p in run.packages.values())
         failures = install_and_import(run, cuda)

@@ -23,9 +23,6 @@ MAX_STDERR = 600
 # build-locally.py and build_all.py get the error convention on branch issue11, and the body of
 # demo_megabuild.py is edited on another branch; their failing cases are here so the merge shows
 # them passing (strict: an unexpected pass fails, so the marks cannot outlive the fix).
-DEMO_BRANCH = pytest.mark.xfail(
-    strict=True, reason="demo_megabuild.py's body (print and return, not raise) is owned by another branch"
-)
 
 
 @dataclass(frozen=True)
@@ -116,8 +113,8 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     "bench_cache-bad-repeat": Case(S / "bench_cache.py", ("--repeat", "many")),
     "bench_cache-zero-repeat": Case(S / "bench_cache.py", ("--repeat", "0")),
     # demo_megabuild.py
-    "demo_megabuild-unknown-python": (Case(S / "demo_megabuild.py", ("--pythons", "2.7")), DEMO_BRANCH),
-    "demo_megabuild-unknown-config": (Case(S / "demo_megabuild.py", ("--config", "nosuch")), DEMO_BRANCH),
+    "demo_megabuild-unknown-python": Case(S / "demo_megabuild.py", ("--pythons", "2.7")),
+    "demo_megabuild-unknown-config": Case(S / "demo_megabuild.py", ("--config", "nosuch")),
     # build-locally.py and build_all.py (converted on branch issue11)
     "build-locally-unknown-config": Case(REPO / "build-locally.py", ("nosuch",)),
     "build-locally-bad-flag": Case(REPO / "build-locally.py", ("--no-such-flag",)),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
 from feedstock.specs import spec_name, spec_parts
@@ -69,7 +70,7 @@ TARGET_PLATFORM = "linux-64"
 SPLITTING_KEYS = {"libtorch-cuda-linalg": ("with_magma",), "pytorch": ("python",)}
 
 
-class HarnessError(RuntimeError):
+class HarnessError(FeedstockError):
     """A step of the end-to-end run failed; the message names the step and its log."""
 
 

@@ -6,6 +6,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from feedstock.errors import FeedstockError
+
 DT_NEEDED = 1
 DT_STRTAB = 5
 DT_SONAME = 14
@@ -15,7 +17,7 @@ PT_LOAD = 1
 PT_DYNAMIC = 2
 
 
-class ElfError(ValueError):
+class ElfError(FeedstockError, ValueError):
     """Not an ELF file this reader understands."""
 
 

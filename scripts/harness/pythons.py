@@ -50,6 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock.errors import FeedstockError
+
 MIN_VERSION = (3, 10)
 
 _QUERY = (
@@ -60,7 +62,7 @@ _QUERY = (
 )
 
 
-class PrefixError(RuntimeError):
+class PrefixError(FeedstockError):
     """A conda-like prefix could not be created or does not behave as one."""
 
 
