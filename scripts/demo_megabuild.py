@@ -27,7 +27,7 @@ from harness.packaging import fmt_size
 from harness.pythons import find_cpythons
 
 IMPORT = (
-    "import json, torch; print(json.dumps({'version': torch.__version__, 'has_magma': torch.has_magma(),"
+    "import json, torch; print(json.dumps({'version': torch.__version__, 'has_magma': torch.cuda.has_magma,"
     " 'ones_sum(3)': torch.ones_sum(3), 'python': torch._C._compiled_python()}))"
 )
 

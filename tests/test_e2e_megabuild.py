@@ -250,14 +250,19 @@ def test_setup_py_runs_ninja_with_build_sh_max_jobs(run: RunResult) -> None:
 
 IMPORT_CHECK = (
     "import json, os, sysconfig, torch\n"
+    "def loaded():\n"
+    "    maps = {line.split()[-1] for line in open('/proc/self/maps') if len(line.split()) >= 6}\n"
+    "    return sorted(os.path.basename(m) for m in maps)\n"
+    "at_import = loaded()\n"
     "dot = torch._C._zdotu([1 + 2j, 3 - 1j], [2 - 1j, 1 + 1j])\n"
-    "maps = {line.split()[-1] for line in open('/proc/self/maps') if len(line.split()) >= 6}\n"
-    "print(json.dumps({'version': torch.__version__, 'cuda': torch.cuda, 'file': torch.__file__,\n"
-    "  'has_magma': torch.has_magma(), 'compiled_with_magma': torch._C._compiled_with_magma(),\n"
+    "has_magma = torch.cuda.has_magma\n"
+    "print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, 'file': torch.__file__,\n"
+    "  'has_magma': has_magma, 'loaded_at_import': at_import, 'loaded_after_has_magma': loaded(),\n"
+    "  'compiled_with_magma': torch._C._compiled_with_magma(),\n"
     "  'linalg': torch._C._linalg_library(), 'sum': torch.ones_sum(3),\n"
     "  'numpy': torch.ones_numpy(2).tolist(), 'py': torch._C._compiled_python(),\n"
     "  'mkldnn': torch.backends.mkldnn.is_available(), 'config': torch.__config__.show(),\n"
-    "  'zdotu': [dot.real, dot.imag], 'loaded': sorted(os.path.basename(m) for m in maps),\n"
+    "  'zdotu': [dot.real, dot.imag],\n"
     "  'sysconfig_prefix': sysconfig.get_config_var('prefix'),\n"
     "  'sysconfig_includepy': sysconfig.get_config_var('INCLUDEPY'),\n"
     "  'sysconfig_include': sysconfig.get_paths()['include']}))\n"
@@ -294,6 +299,11 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     assert "_magma_" in solved["libtorch-cuda-linalg"] and "libmagma" in solved
     assert info["has_magma"] is True
     assert info["compiled_with_magma"] is False  # libtorch_cuda is the nomagma pass's
+    # `import torch` loads neither the linalg library nor libmagma; asking has_magma loads both
+    at_import, after = info["loaded_at_import"], info["loaded_after_has_magma"]
+    assert "libtorch_cuda.so" in at_import
+    assert not [m for m in at_import if m.startswith(("libtorch_cuda_linalg", "libmagma"))], at_import
+    assert "libtorch_cuda_linalg.so" in after and any(m.startswith("libmagma") for m in after), after
     assert Path(info["linalg"]).resolve().is_relative_to(prefix.resolve())
 
 
@@ -330,7 +340,7 @@ def test_generic_blas_is_the_switchable_netlib_interface(run: RunResult) -> None
     assert "BLAS_USE_CBLAS_DOT=ON" in info["config"], info["config"]
     assert info["zdotu"] == [8.0, 5.0]  # (1+2j)(2-1j) + (3-1j)(1+1j), through cblas_zdotu_sub
     assert solved["libblas"].endswith("_openblas"), solved
-    assert "libopenblas.so.0" in info["loaded"], info["loaded"]
+    assert "libopenblas.so.0" in info["loaded_after_has_magma"], info["loaded_after_has_magma"]
 
 
 def test_installed_python_sysconfig_points_into_the_env(run: RunResult) -> None:
@@ -352,6 +362,8 @@ def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:
     assert "libmagma" not in solved
     assert not list((prefix / "lib").glob("libmagma*"))
     assert info["has_magma"] is False
+    assert "libtorch_cuda_linalg.so" not in info["loaded_at_import"]
+    assert "libtorch_cuda_linalg.so" in info["loaded_after_has_magma"]
 
 
 def test_metapackage_installs_for_every_python(run: RunResult) -> None:
