@@ -119,15 +119,3 @@ def objects_including(build_dir: Path, header_suffix: str) -> set[str]:
     return {
         obj for obj, headers in deps(build_dir).items() if any(h.endswith(header_suffix) for h in headers)
     }
-
-
-def all_edges(build_dir: Path) -> list[str]:
-    """Every output of the build graph that an edge produces (``ninja -t targets all``)."""
-    out = subprocess.run(
-        ["ninja", "-C", str(build_dir), "-t", "targets", "all"], capture_output=True, text=True, check=True
-    ).stdout
-    return [
-        line.split(":")[0]
-        for line in out.splitlines()
-        if line and not line.split(": ")[-1].startswith("phony")
-    ]
