@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild import ninja_tool
 from megabuild.errors import MegabuildError
 
 CONFIG_HEADER = "ATen/cuda/CUDAConfig.h"
@@ -19,14 +19,6 @@ class Command:
 
     output: str
     argv: tuple[str, ...]
-
-
-def _ninja(build_dir: Path, *args: str) -> str:
-    proc = subprocess.run(["ninja", "-C", str(build_dir), *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise MegabuildError(f"ninja {' '.join(args)} failed in {build_dir}: {detail[-1] if detail else '?'}")
-    return proc.stdout
 
 
 def unwrap(command: str) -> tuple[str, ...]:
@@ -44,7 +36,7 @@ def unwrap(command: str) -> tuple[str, ...]:
 
 
 def command_of(build_dir: Path, output: str) -> Command:
-    lines = [line for line in _ninja(build_dir, "-t", "commands", "-s", output).splitlines() if line]
+    lines = [line for line in ninja_tool.tool(build_dir, "-t", "commands", "-s", output).splitlines() if line]
     if len(lines) != 1:
         raise MegabuildError(f"no single command builds {output} ({len(lines)} found)")
     return Command(output, unwrap(lines[0]))
@@ -54,7 +46,7 @@ def inputs_of(build_dir: Path, output: str) -> list[str]:
     """Explicit inputs of the edge that builds ``output`` (``ninja -t query``)."""
     inputs: list[str] = []
     section = ""
-    for line in _ninja(build_dir, "-t", "query", output).splitlines():
+    for line in ninja_tool.tool(build_dir, "-t", "query", output).splitlines():
         stripped = line.strip()
         if line.startswith("  ") and not line.startswith("    "):  # "  input: <rule>", "  outputs:"
             section = stripped.split(":", 1)[0]
@@ -76,6 +68,6 @@ def config_header_in_deps(build_dir: Path, obj: str) -> list[str]:
     """The paths ending in ATen/cuda/CUDAConfig.h among the recorded header deps of ``obj``."""
     return [
         line.strip()
-        for line in _ninja(build_dir, "-t", "deps", obj).splitlines()
+        for line in ninja_tool.tool(build_dir, "-t", "deps", obj).splitlines()
         if line.strip().endswith(CONFIG_HEADER)
     ]
