@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from feedstock.errors import UsageError, run_main
 from harness import channel, ninja
@@ -55,8 +56,8 @@ def report(run: RunResult) -> None:
     for step in run.steps:
         if step.name == "pytorch":
             print(
-                f"  {'pytorch py' + str(step.python):<22} {len(step.ninja_changed):>4} edges  "
-                f"{ninja.by_target(step.ninja_changed)} + torch._C (setuptools)"
+                f"  {'pytorch py' + str(step.python):<22} {len(step.ninja_ran):>4} edges  "
+                f"{ninja.by_target(step.ninja_ran)} + torch._C (setuptools)"
             )
     print("\n== time per step")
     for step in run.steps:
@@ -104,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         "--config", default="linux_64_cuda12.6", help="config file, .ci_support name or alias (first match)"
     )
     parser.add_argument("--pythons", help="comma-separated minor versions (default: all found)")
+    parser.add_argument(
+        "--python-order",
+        default="megabuild-last",
+        help="order of the pytorch outputs: megabuild-last (default; conda-build's order changes "
+        "from run to run), ascending, or e.g. 3.13,3.12",
+    )
     parser.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one)")
     parser.add_argument("--recipe-dir", type=Path, help=argparse.SUPPRESS)  # debugging a patched copy
     args = parser.parse_args(argv)
@@ -116,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         wanted = f" among {args.pythons}" if args.pythons else ""
         raise UsageError(f"no CPython >= 3.10 found{wanted} (pyenv root or MEGABUILD_TEST_PYTHONS)")
     work = args.keep or Path(tempfile.mkdtemp(prefix="megabuild-demo-"))
-    extra = {"recipe_dir": args.recipe_dir} if args.recipe_dir else {}
+    extra: dict[str, Any] = {"recipe_dir": args.recipe_dir} if args.recipe_dir else {}
     try:
-        run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
+        run = run_config(args.config, work, pythons=pythons, cpu_count=os.cpu_count() or 2,
+                         python_order=args.python_order, **extra)  # fmt: skip
         report(run)
         cuda = any(p.name == "libtorch-cuda-linalg" for p in run.packages.values())
         failures = install_and_import(run, cuda)

@@ -106,6 +106,25 @@ def test_passes_edges_targets_and_cache(telemetry: Path) -> None:
     )
 
 
+def test_restored_log_entries_are_not_counted_as_runs(telemetry: Path) -> None:
+    """The megabuild Python's pass after ``build-state restore``: Ninja's log is the top level's
+    again (torch_python's objects put back) plus one relink; only the relink ran."""
+    top = (telemetry / "libtorch.ninja_log").read_text()
+    restored = top.replace(
+        _line(9500, 9800, "lib/libtorch_python.so"), _line(0, 400, "lib/libtorch_python.so", 3)
+    )
+    (telemetry / "python3.12.ninja_log").write_text(restored)
+    record = {"pass": "python3.12", "start": 1030.0, "end": 1031.0, "ninja_log": "python3.12.ninja_log"}
+    with (telemetry / "passes.jsonl").open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    passes = summarize(load_build(telemetry))["passes"]
+    assert [(p["pass"], p["edges"], p["compiles"]) for p in passes] == [
+        ("libtorch", 7, 4),
+        ("python3.11", 2, 1),
+        ("python3.12", 1, 0),  # Module.cpp.o's entry is the top level's, put back: not a run
+    ]
+
+
 def test_slowest_edges_are_capped_at_20(tmp_path: Path) -> None:
     (tmp_path / ".ninja_log").write_text(
         HEADER + "".join(_line(0, 10 * i, f"CMakeFiles/t.dir/f{i}.o") for i in range(1, 31))

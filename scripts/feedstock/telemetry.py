@@ -6,8 +6,9 @@
 a copy of ``build/.ninja_log`` taken after the pass, and sccache's statistics of that pass
 (``--zero-stats`` before it) when the compiler cache was on.
 
-A pass's edges are the ``.ninja_log`` entries that changed since the previous pass's copy
-(Ninja keeps one line per output, and may recompact the file). Ninja records an edge's start and
+A pass's edges are the ``.ninja_log`` entries of its copy that no earlier pass's copy had
+(Ninja keeps one line per output, and may recompact the file; ``megabuild build-state restore``
+puts earlier entries back, which is not a run). Ninja records an edge's start and
 end in milliseconds since its own start; a pass's ninja run starts after CMake's configure, so the
 timeline places edges relative to the pass start. "Edge seconds" (the sum of edge durations) is the
 CPU time of the pass as far as the compiles are single-threaded, which compiles and links are.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,15 +152,16 @@ def parse_ninja_log(text: str, source: str = ".ninja_log") -> NinjaLog:
     return entries
 
 
-def edges_between(before: Mapping[str, tuple[int, int, str, str]], after: NinjaLog) -> list[Edge]:
-    """The edges that ran between two snapshots of one build dir's ``.ninja_log``, by start time.
+def edges_between(seen: Mapping[str, Collection[tuple[int, int, str, str]]], after: NinjaLog) -> list[Edge]:
+    """The edges that ran before the snapshot ``after`` of a build dir's ``.ninja_log`` and after
+    the snapshots whose entries ``seen`` holds (output -> its entries), by start time.
 
     Ninja logs every output of an edge on its own line with the edge's start, end and command
     hash: outputs that share them are one edge (PyTorch's code generation writes hundreds of
     files in one step), named by its first output."""
     grouped: dict[tuple[int, int, str], list[str]] = {}
     for out, entry in after.items():
-        if before.get(out) != entry:
+        if entry not in seen.get(out, ()):
             grouped.setdefault((entry[0], entry[1], entry[3]), []).append(out)
     edges = [Edge(_edge_name(outs), start / 1000, end / 1000) for (start, end, _), outs in grouped.items()]
     return sorted(edges, key=lambda e: (e.start, e.output))
@@ -217,7 +219,7 @@ def load_build(build_dir: Path | str) -> Build:
 
 def _load_passes(telemetry: Path) -> Build:
     passes: list[Pass] = []
-    previous: NinjaLog = {}
+    seen: dict[str, set[tuple[int, int, str, str]]] = {}
     lines = (telemetry / PASSES_FILE).read_text().splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -231,8 +233,9 @@ def _load_passes(telemetry: Path) -> Build:
         if record.get("ninja_log"):
             log = telemetry / str(record["ninja_log"])
             current = parse_ninja_log(log.read_text(errors="replace"), str(log)) if log.is_file() else {}
-            edges = edges_between(previous, current)
-            previous = current
+            edges = edges_between(seen, current)
+            for out, entry in current.items():
+                seen.setdefault(out, set()).add(entry)
         cache = None
         if record.get("cache"):
             cache = cache_stats(_read_json(telemetry / str(record["cache"])))

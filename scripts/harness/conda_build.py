@@ -83,7 +83,7 @@ class Step:
     seconds: float
     log: Path
     ninja_runs: list[list[str]] = field(default_factory=list)  # outputs per ninja run (status lines)
-    ninja_changed: list[str] = field(default_factory=list)  # outputs whose .ninja_log entry changed
+    ninja_ran: list[str] = field(default_factory=list)  # outputs with a new .ninja_log entry
     host: list[str] = field(default_factory=list)  # what the harness put into the host prefix
     ignored: list[str] = field(default_factory=list)  # host requirements it could not provide
     python: str | None = None
@@ -202,6 +202,32 @@ def plan(outputs: Sequence[Any], megabuild: bool) -> tuple[list[Any], list[str],
         seen[key] = out
         built.append(out)
     return built, anomalies, rewrites
+
+
+def _minor(out: Any) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(out.variant.get("python")).split(".*")[0].split()[0].split("."))
+
+
+def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[Any]:
+    """The ``pytorch`` outputs in the Python order to build them, in the places they had.
+
+    conda-build's order changes from run to run (it iterates a ``set`` of the variant's Python
+    values), so the harness picks one: ``megabuild-last`` (default) builds the top level's Python
+    last, the order that costs most if its build is not kept; ``ascending``; or ``3.13,3.12``.
+    """
+    pytorch = [o for o in outputs if o.name == "pytorch"]
+    top = tuple(int(part) for part in top_python.split("."))
+    if order == "ascending":
+        ordered = sorted(pytorch, key=_minor)
+    elif order == "megabuild-last":
+        ordered = sorted(pytorch, key=lambda o: (_minor(o) == top, _minor(o)))
+    else:
+        wanted = [tuple(int(part) for part in v.split(".")) for v in order.split(",")]
+        if sorted(wanted) != sorted(_minor(o) for o in pytorch):
+            raise HarnessError(f"python order {order!r} does not list exactly this run's Pythons")
+        ordered = sorted(pytorch, key=lambda o: wanted.index(_minor(o)))
+    queue = iter(ordered)
+    return [next(queue) if o.name == "pytorch" else o for o in outputs]
 
 
 def rewrite_specs(specs: Sequence[str], rewrites: Mapping[str, str]) -> list[str]:
@@ -334,7 +360,9 @@ class Runner:
         log: Callable[[str], None] = print,
         recipe_dir: Path = RECIPE_DIR,
         passed_env: Mapping[str, str] | None = None,
+        python_order: str = "megabuild-last",
     ) -> None:
+        self.python_order = python_order
         self.recipe_dir = Path(recipe_dir).resolve()
         self.passed_env = dict(passed_env or {})
         self.work = work.resolve()
@@ -356,6 +384,7 @@ class Runner:
         self.magma: tuple[Package, Package] | None = None
         self.blas_install: Path | None = None
         self.netlib: list[Package] | None = None
+        self.ninja_history = ninja.LogHistory()
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -493,6 +522,9 @@ class Runner:
             )
         version = str((top.get("package") or {}).get("version") or (built[0].version if built else "0"))
         number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
+        built = order_pythons(built, _python_of(top_host, variant) or "3.12", self.python_order)
+        order = ", ".join(".".join(map(str, _minor(o))) for o in built if o.name == "pytorch")
+        self.log(f"pytorch outputs in the order {order} ({self.python_order})")
         self._step(TOP_LEVEL, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
 
         # ---- outputs ----
@@ -557,13 +589,12 @@ class Runner:
             passed=self.passed_env,
         )
         before = snapshot(self.prefix)
-        log_before = ninja.read_log(self.src_dir / "build")
         label = f"{name}-{build_string}" if build_string else name
         host_note = f"host {len(provided)} provided, {len(ignored)} ignored"
         self.log(f"--> {label}: {script.name} (python {py or '-'}; {host_note})")
         self._run_script(script, env, self.logs / f"{label}.log")
         runs = ninja.status_runs((self.logs / f"{label}.log").read_text(errors="replace"))
-        ran = ninja.changed(log_before, ninja.read_log(self.src_dir / "build"))
+        ran = self.ninja_history.ran(ninja.read_log(self.src_dir / "build"))
         step = Step(name, None, 0.0, self.logs / f"{label}.log", runs, ran, provided, ignored, py)
         if out is not None:
             new = sorted(snapshot(self.prefix) - before)
@@ -645,9 +676,11 @@ def run_config(
     log: Callable[[str], None] = print,
     recipe_dir: Path = RECIPE_DIR,
     passed_env: Mapping[str, str] | None = None,
+    python_order: str = "megabuild-last",
 ) -> RunResult:
     """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only.
 
     ``passed_env``: variables the caller hands to every script, as conda-build does for the names
-    in the recipe's ``script_env`` (e.g. ``FEEDSTOCK_COMPILER_CACHE``)."""
-    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env).run()
+    in the recipe's ``script_env`` (e.g. ``FEEDSTOCK_COMPILER_CACHE``); ``python_order``: see
+    :func:`order_pythons`."""
+    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env, python_order).run()

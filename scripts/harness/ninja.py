@@ -3,8 +3,8 @@
 Two sources, both Ninja's own records:
 
 * ``.ninja_log`` (``start<TAB>end<TAB>mtime<TAB>output<TAB>hash``): Ninja may recompact it (one line
-  per output, any order), so a step's edges are the outputs whose entry changed between snapshots
-  taken before and after the step.
+  per output, any order), so a step's edges are the outputs whose entry after the step was in no
+  earlier snapshot. (``megabuild build-state restore`` puts an earlier entry back: not a run.)
 * the ``[k/N] <description>`` status lines in a script's log: they separate the ninja runs *within*
   one script (the top level runs the full build and then the USE_MAGMA pass). CMake's descriptions
   name the output: ``Building CXX object <obj>``, ``Linking CXX shared library <lib>``,
@@ -43,9 +43,18 @@ def read_log(build_dir: Path) -> dict[str, LogEntry]:
     return entries
 
 
-def changed(before: Mapping[str, LogEntry], after: Mapping[str, LogEntry]) -> list[str]:
-    """Outputs whose edge ran between two ``read_log`` snapshots."""
-    return sorted(out for out, entry in after.items() if before.get(out) != entry)
+class LogHistory:
+    """Every ``.ninja_log`` entry seen so far, to tell the edges a step ran from restored entries."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, set[LogEntry]] = {}
+
+    def ran(self, after: Mapping[str, LogEntry]) -> list[str]:
+        """Outputs whose entry in ``after`` is new; ``after`` then counts as seen."""
+        ran = sorted(out for out, entry in after.items() if entry not in self._seen.get(out, ()))
+        for out, entry in after.items():
+            self._seen.setdefault(out, set()).add(entry)
+        return ran
 
 
 def status_runs(log_text: str) -> list[list[str]]:
