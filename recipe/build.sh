@@ -12,6 +12,8 @@ set -euo pipefail
 # build configures against; other Pythons get a cache edited from it.
 MEGABUILD_PYTHON=3.12
 STAGING="$SRC_DIR/_megabuild/staging"
+# The top level's build for MEGABUILD_PYTHON, kept for that Python's own pytorch output.
+BUILD_STATE="$SRC_DIR/_megabuild/build-state"
 SPLIT_SPEC="$RECIPE_DIR/split_spec.json"
 
 run_megabuild() {
@@ -322,6 +324,13 @@ build_libtorch() {
     run_megabuild split verify --spec "$SPLIT_SPEC" --staging "$STAGING" "${split_args[@]}"
     # The pristine cache every pytorch output starts from.
     run_megabuild cache save build/CMakeCache.txt
+    if [[ "${megabuild}" == "true" ]]; then
+        # conda-build runs the pytorch outputs in an order that changes from run to run (a set
+        # of the variant's Pythons, so the string-hash seed), and each rebuilds the tree's
+        # Python-dependent targets for its Python. Keeping this build (hard links and Ninja's
+        # logs) lets MEGABUILD_PYTHON's output skip its compiles whatever its place in the order.
+        run_megabuild build-state save --build-dir build --state "$BUILD_STATE" --python "$MEGABUILD_PYTHON"
+    fi
 }
 
 build_pytorch() {
@@ -329,6 +338,11 @@ build_pytorch() {
         run_megabuild cache restore build/CMakeCache.txt --swap-python-from "${MEGABUILD_PYTHON}" --to "${PY_VER}"
     else
         run_megabuild cache restore build/CMakeCache.txt
+    fi
+    if [[ "${megabuild}" == "true" ]]; then
+        # MEGABUILD_PYTHON's output: puts back the top level's objects that other Pythons'
+        # outputs replaced, and Ninja's logs; any other Python: nothing to do.
+        run_megabuild build-state restore --build-dir build --state "$BUILD_STATE" --python "$PY_VER"
     fi
     run_pass "python${PY_VER}" "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
     # libtorch's headers live in $PREFIX/include only; a second copy (or a

@@ -222,7 +222,7 @@ def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
         ran = step.ninja_ran
         lines.append(f"python {py}: {len(ran)} ninja edges {ninja.by_target(ran)} + torch._C (setuptools)")
         compiled = {o for o in ran if ninja.kind(o) == "compile"}
-        if py != MEGABUILD_PYTHON:  # its cache is the saved one: nothing Python-specific changes
+        if py != MEGABUILD_PYTHON:  # its objects are the top level's, put back (build-state)
             assert python_objs <= compiled, f"{py}: torch_python did not recompile"
         assert compiled - python_objs <= {o for o in compiled if o.endswith("empty.cpp.o")}, compiled
         assert not CORE_TARGETS & set(ninja.by_target(ran)), ninja.by_target(ran)
@@ -232,6 +232,35 @@ def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
         assert ext, f"torch._C was not built for Python {py}"
         assert len(ran) < len(full) / 2
     print("\n".join(lines))
+
+
+def _compiled(step_runs: list[list[str]], objects: set[str]) -> int:
+    """How many of ``objects`` Ninja compiled, from its status lines (the commands that ran)."""
+    return sum(1 for run_ in step_runs for out in run_ if out in objects)
+
+
+def test_python_dependent_objects_compile_once_per_python(run: RunResult) -> None:
+    """N Pythons, N compiles of torch_python's objects, though the top level's Python goes last.
+
+    conda-build's order of the pytorch outputs changes from run to run; the harness builds the
+    top level's Python last (megabuild-last), where its objects were rebuilt for another Python
+    in between. build-state puts the top level's back: that output compiles none of them."""
+    python_objs = ninja.objects_including(_build_dir(run), "/Python.h")
+    order = [s.python for s in run.steps if s.name == "pytorch"]
+    assert order[-1] == MEGABUILD_PYTHON and len(order) == len(run.pythons) >= 2, order
+    counts = {"top level": _compiled(run.step("libtorch-split").ninja_runs, python_objs)}
+    counts |= {f"python {py}": _compiled(run.step("pytorch", py).ninja_runs, python_objs) for py in order}
+    print(f"\ntorch_python compiles ({len(python_objs)} objects) per step: {counts}")
+    assert counts["top level"] == len(python_objs)
+    assert counts[f"python {MEGABUILD_PYTHON}"] == 0
+    assert sum(counts.values()) == len(run.pythons) * len(python_objs)
+    last = run.step("pytorch", MEGABUILD_PYTHON)
+    assert not python_objs & set(last.ninja_ran), last.ninja_ran  # Ninja's log agrees
+    log = last.log.read_text(errors="replace")
+    assert re.search(r"^build state: Python 3\.12's build .*: put back [1-9]\d* outputs", log, re.M), log[
+        -3000:
+    ]
+    assert "building 'torch._C' extension" not in log  # setuptools' _C of 3.12 is still there too
 
 
 def test_setup_py_runs_ninja_with_build_sh_max_jobs(run: RunResult) -> None:

@@ -22,6 +22,7 @@ COMMAND_GROUPS = (
     "megabuild.split.cli",
     "megabuild.cmake_args",
     "megabuild.magma.cli",
+    "megabuild.buildstate.cli",
 )
 
 
