@@ -7,15 +7,18 @@ checkout. Where conda_build is importable, outputs are also compared with conda_
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 import yaml
 from feedstock.configs import Config, list_configs
-from feedstock.paths import REPO
+from feedstock.paths import REPO, TESTS
 from feedstock.render import (
     RenderedOutput,
     RenderError,
@@ -347,3 +350,25 @@ def test_matches_conda_build_render(config: Config) -> None:
     mine = {key(o.name, o.version, o.build_string, o.build_number): reqs(o.requirements) for o in ours}
     assert sorted(mine) == sorted(theirs)
     assert mine == theirs
+
+
+def test_conda_build_orders_the_pytorch_outputs_differently_from_run_to_run() -> None:
+    """Why recipe/build.sh keeps the top level's build (``megabuild build-state``) instead of
+    configuring the top level for "the Python whose output runs first": conda-build iterates a
+    ``set`` of the variant's Python values, so the order follows the string-hash seed of the
+    conda-build process. The same config, four seeds: more than one order."""
+    import_tool("conda_build")
+    config = next(c for c in CONFIGS if c.subdir == "linux-64" and len(c.get("python")) > 2)
+    orders = set()
+    for seed in range(4):
+        env = dict(os.environ, PYTHONHASHSEED=str(seed), CONDARC=os.devnull, PYTHONPATH=str(TESTS))
+        proc = subprocess.run(
+            [sys.executable, "-m", "support.conda_build_order", str(RECIPE), str(config.path), config.subdir],
+            capture_output=True, text=True, env=env, timeout=600, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        order = tuple(json.loads(proc.stdout.strip().splitlines()[-1]))
+        assert sorted(order) == sorted(config.get("python")), order
+        orders.add(order)
+    print("\n" + "\n".join(" ".join(v.split(".*")[0] for v in order) for order in sorted(orders)))
+    assert len(orders) > 1

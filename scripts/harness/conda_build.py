@@ -222,7 +222,12 @@ def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[A
     elif order == "megabuild-last":
         ordered = sorted(pytorch, key=lambda o: (_minor(o) == top, _minor(o)))
     else:
-        wanted = [tuple(int(part) for part in v.split(".")) for v in order.split(",")]
+        try:
+            wanted = [tuple(int(part) for part in v.split(".")) for v in order.split(",")]
+        except ValueError:
+            raise HarnessError(
+                f"python order {order!r}: expected megabuild-last, ascending or X.Y,X.Y,..."
+            ) from None
         if sorted(wanted) != sorted(_minor(o) for o in pytorch):
             raise HarnessError(f"python order {order!r} does not list exactly this run's Pythons")
         ordered = sorted(pytorch, key=lambda o: wanted.index(_minor(o)))

@@ -1,0 +1,41 @@
+"""The harness's choice of the pytorch outputs' order (conda-build's own changes from run to run)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from harness.conda_build import HarnessError, order_pythons
+
+
+def _outputs(*pythons: str) -> list[SimpleNamespace]:
+    outs = [SimpleNamespace(name="libtorch", variant={"python": "3.10.* *_cpython"})]
+    outs += [SimpleNamespace(name="pytorch", variant={"python": f"{py}.* *_cpython"}) for py in pythons]
+    return [*outs, SimpleNamespace(name="pytorch-gpu", variant={"python": "3.10.* *_cpython"})]
+
+
+def _order(outputs: list[SimpleNamespace]) -> list[str]:
+    return [o.variant["python"].split(".*")[0] if o.name == "pytorch" else o.name for o in outputs]
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [
+        ("megabuild-last", ["libtorch", "3.10", "3.13", "3.12", "pytorch-gpu"]),
+        ("ascending", ["libtorch", "3.10", "3.12", "3.13", "pytorch-gpu"]),
+        ("3.12,3.13,3.10", ["libtorch", "3.12", "3.13", "3.10", "pytorch-gpu"]),
+    ],
+)
+def test_pytorch_outputs_take_the_chosen_order_in_their_places(order: str, expected: list[str]) -> None:
+    assert _order(order_pythons(_outputs("3.12", "3.10", "3.13"), "3.12", order)) == expected
+
+
+@pytest.mark.parametrize("order", ["3.12,3.13", "3.12,3.13,3.10,3.11", "3.12,3.12,3.10"])
+def test_an_explicit_order_must_list_exactly_the_runs_pythons(order: str) -> None:
+    with pytest.raises(HarnessError, match="does not list exactly this run's Pythons"):
+        order_pythons(_outputs("3.12", "3.10", "3.13"), "3.12", order)
+
+
+def test_an_order_that_is_no_order_is_one_error() -> None:
+    with pytest.raises(HarnessError, match=r"expected megabuild-last, ascending or X\.Y,X\.Y"):
+        order_pythons(_outputs("3.12", "3.10"), "3.12", "newest-first")
