@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -55,9 +56,14 @@ def report(run: RunResult) -> None:
         )
     for step in run.steps:
         if step.name == "pytorch":
+            log = step.log.read_text(errors="replace")
+            ext = "torch._C compiled" if "building 'torch._C' extension" in log else "torch._C kept"
+            kept = re.search(r"^build state: .*: put back (\d+) outputs", log, re.M)
+            note = f"; build-state put back {kept[1]} outputs" if kept else ""
+            compiles = ninja.summary(step.ninja_ran)["compile"]
             print(
                 f"  {'pytorch py' + str(step.python):<22} {len(step.ninja_ran):>4} edges  "
-                f"{ninja.by_target(step.ninja_ran)} + torch._C (setuptools)"
+                f"{ninja.by_target(step.ninja_ran)}, {compiles} compiles; {ext}{note}"
             )
     print("\n== time per step")
     for step in run.steps:

@@ -50,11 +50,17 @@ class LogHistory:
         self._seen: dict[str, set[LogEntry]] = {}
 
     def ran(self, after: Mapping[str, LogEntry]) -> list[str]:
-        """Outputs whose entry in ``after`` is new; ``after`` then counts as seen."""
-        ran = sorted(out for out, entry in after.items() if entry not in self._seen.get(out, ()))
+        """The edges with a new entry in ``after``, each named by one output (a relative one if it
+        has any: the regeneration writes ``build.ninja`` and an absolute ``cmake_install.cmake``);
+        ``after`` then counts as seen."""
+        edges: dict[tuple[str, str, str], list[str]] = {}
+        for out, entry in after.items():
+            if entry not in self._seen.get(out, ()):
+                start, end, _, cmd_hash = entry
+                edges.setdefault((start, end, cmd_hash), []).append(out)
         for out, entry in after.items():
             self._seen.setdefault(out, set()).add(entry)
-        return ran
+        return sorted(min(outs, key=lambda o: (o.startswith("/"), o)) for outs in edges.values())
 
 
 def status_runs(log_text: str) -> list[list[str]]:
