@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,32 @@ def test_a_state_of_another_build_dir_is_refused(tree: Tree, tmp_path: Path) -> 
     shutil.copytree(tree.build, moved, symlinks=True)
     with pytest.raises(MegabuildError, match=r"is of .*/build, not .*/elsewhere"):
         restore.plan(moved, tree.state, "3.12")
+
+
+def test_a_state_on_another_file_system_keeps_nothing_and_rebuilds(tmp_path: Path) -> None:
+    """No hard link across devices (here: the state on /dev/shm's tmpfs). Copying instead would
+    double a CUDA build's disk use, so nothing is kept: the replaced outputs are removed at the
+    restore, Ninja rebuilds them (the old cost), and the result is still right."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on another file system than the temp dir")
+    tree = Tree(tmp_path)
+    tree.ninja()
+    tree.state = Path(tempfile.mkdtemp(dir=shm)) / "state"
+    try:
+        proc = run_megabuild("build-state", "save", "--build-dir", tree.build, "--state", tree.state,
+                             "--python", "3.12")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert re.search(r"\(\d+ outputs, 0 hard-linked, \d+ not \(another file system", proc.stdout), (
+            proc.stdout
+        )
+        assert not any((tree.state / "files").iterdir())
+        tree.switch("3.13")
+        tree.ninja()
+        tree.switch("3.12")
+        planned = tree.restore()
+        assert not planned.put_back and {rec.path for rec in planned.dropped} >= PYEXT_OBJECTS
+        assert tree.ninja() >= PYEXT_OBJECTS
+        assert tree.py_version() == 312
+    finally:
+        shutil.rmtree(tree.state.parent, ignore_errors=True)

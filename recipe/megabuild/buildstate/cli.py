@@ -25,8 +25,10 @@ def _python(value: str) -> str:
 
 def _save(args: argparse.Namespace) -> int:
     state = snapshot.save(args.build_dir, args.state, args.python)
+    linked = len(state.outputs) - state.not_kept
+    unlinked = f", {state.not_kept} not (another file system: rebuilt if replaced)" if state.not_kept else ""
     print(f"build state: saved Python {state.python}'s build of {state.build_dir} to {args.state} "
-          f"({len(state.outputs)} outputs, hard-linked)")  # fmt: skip
+          f"({len(state.outputs)} outputs, {linked} hard-linked{unlinked})")  # fmt: skip
     return 0
 
 

@@ -21,8 +21,9 @@ class RestorePlan:
     build_dir: Path
     unchanged: tuple[Recorded, ...]
     put_back: tuple[Recorded, ...]
-    # the saved copy changed with the output (rewritten in place, not replaced): removed, so
-    # that Ninja rebuilds it instead of trusting a log entry that no longer describes it
+    # replaced, and no saved copy to put back (the copy changed with the output: rewritten in
+    # place through the hard link; or none could be made): removed, so that Ninja rebuilds it
+    # instead of trusting a log entry that no longer describes it
     dropped: tuple[Recorded, ...]
 
     def lines(self, dry_run: bool = False) -> list[str]:
@@ -30,7 +31,7 @@ class RestorePlan:
         out = [
             f"build state: Python {self.state.python}'s build from {self.state_dir}: {verb} "
             f"{len(self.put_back)} outputs replaced since, {len(self.unchanged)} unchanged, "
-            f"{len(self.dropped)} rewritten in place (removed: Ninja rebuilds them)"
+            f"{len(self.dropped)} without a saved copy (removed: Ninja rebuilds them)"
         ]
         out += [f"  put back: {rec.path}" for rec in self.put_back[:SHOWN]]
         out += [f"  removed:  {rec.path}" for rec in self.dropped[:SHOWN]]
@@ -49,8 +50,9 @@ def _classify(build_dir: Path, state_dir: Path, state: State) -> tuple[list[Reco
         if now is not None and now.st_ino == rec.inode and rec.matches(now):
             unchanged.append(rec)
             continue
+        kept = state.kept_path(state_dir, rec)
         try:
-            kept_ok = rec.matches(state.kept_path(state_dir, rec).lstat())
+            kept_ok = kept is not None and rec.matches(kept.lstat())
         except FileNotFoundError:
             kept_ok = False
         (put_back if kept_ok else dropped).append(rec)
@@ -85,7 +87,9 @@ def apply(restore: RestorePlan) -> None:
     # Outputs first, the logs last: interrupted before the logs, Ninja still holds the newer
     # entries, whose command hashes do not match the put-back outputs, and rebuilds them.
     for rec in restore.put_back:
-        _replace(restore.state.kept_path(restore.state_dir, rec), restore.build_dir / rec.path)
+        kept = restore.state.kept_path(restore.state_dir, rec)
+        assert kept is not None  # put_back holds kept outputs only
+        _replace(kept, restore.build_dir / rec.path)
     for rec in restore.dropped:
         (restore.build_dir / rec.path).unlink(missing_ok=True)
     for log in (NINJA_LOG, NINJA_DEPS):

@@ -19,10 +19,10 @@ FORMAT = 1
 
 @dataclass(frozen=True)
 class Recorded:
-    """One output as the save found it; ``kept`` is its copy in the state dir (``files/N``)."""
+    """One output as the save found it; ``kept`` names its hard link in the state dir (``files/N``)."""
 
     path: str  # as Ninja names it: relative to the build dir, or absolute
-    kept: str
+    kept: str  # "" when no hard link could be made
     size: int
     mtime_ns: int
     inode: int
@@ -37,17 +37,23 @@ class State:
     build_dir: str  # resolved
     outputs: tuple[Recorded, ...]
 
-    def kept_path(self, state_dir: Path, rec: Recorded) -> Path:
-        return state_dir / FILES / rec.kept
+    @property
+    def not_kept(self) -> int:
+        return sum(1 for rec in self.outputs if not rec.kept)
+
+    def kept_path(self, state_dir: Path, rec: Recorded) -> Path | None:
+        return state_dir / FILES / rec.kept if rec.kept else None
 
 
-def _keep(src: Path, dest: Path) -> None:
-    """A hard link shares the inode, so nothing is copied; where the file system refuses one
-    (another device), a copy with the same mtime."""
+def _keep(src: Path, dest: Path) -> bool:
+    """A hard link shares the inode, so nothing is copied. Where the file system refuses one (the
+    state on another device), nothing is kept: copying would double a CUDA build's disk use, and
+    a replaced output without a kept copy is simply rebuilt, as before."""
     try:
         os.link(src, dest)
     except OSError:
-        shutil.copy2(src, dest)
+        return False
+    return True
 
 
 def _record(build_dir: Path, files: Path, outputs: list[str]) -> list[Recorded]:
@@ -61,7 +67,8 @@ def _record(build_dir: Path, files: Path, outputs: list[str]) -> list[Recorded]:
         if not stat.S_ISREG(st.st_mode):
             continue  # symlinks and directories: a restore drops them if they changed
         kept = str(len(recorded))
-        _keep(full, files / kept)
+        if not _keep(full, files / kept):
+            kept = ""
         recorded.append(Recorded(path, kept, st.st_size, st.st_mtime_ns, st.st_ino))
     return recorded
 
