@@ -599,7 +599,7 @@ class Runner:
         self.log(f"--> {label}: {script.name} (python {py or '-'}; {host_note})")
         self._run_script(script, env, self.logs / f"{label}.log")
         runs = ninja.status_runs((self.logs / f"{label}.log").read_text(errors="replace"))
-        ran = self.ninja_history.ran(ninja.read_log(self.src_dir / "build"))
+        ran = self.ninja_history.ran(self.src_dir / "build")
         step = Step(name, None, 0.0, self.logs / f"{label}.log", runs, ran, provided, ignored, py)
         if out is not None:
             new = sorted(snapshot(self.prefix) - before)

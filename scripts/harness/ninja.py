@@ -6,7 +6,7 @@ Two sources, both Ninja's own records:
   per output, any order), so a step's edges are the outputs whose entry after the step was in no
   earlier snapshot. (``megabuild build-state restore`` puts an earlier entry back: not a run.)
 * the ``[k/N] <description>`` status lines in a script's log: they separate the ninja runs *within*
-  one script (the top level runs the full build and then the USE_MAGMA pass). CMake's descriptions
+  one script (a script may run Ninja more than once). CMake's descriptions
   name the output: ``Building CXX object <obj>``, ``Linking CXX shared library <lib>``,
   ``Linking CXX executable <exe>``; ``Re-running CMake...`` regenerates ``build.ninja``.
 """
@@ -15,52 +15,32 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
-_OBJ = re.compile(r"CMakeFiles/(?P<target>[^/]+)\.dir/")
-_LIB = re.compile(r"(?:^|/)lib(?P<target>[A-Za-z0-9_]+)\.so(?:\.[0-9.]+)?$")
-_EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
+from feedstock.telemetry import edge_kind, edge_target, edges_between, parse_ninja_log
+
 _STATUS = re.compile(r"^\s*\[(?P<k>\d+)/(?P<n>\d+)\] (?P<desc>.*)$")
 _DESC = re.compile(
     r"^(?:Building (?:CXX|C) object|Linking (?:CXX|C) (?:shared library|executable)) (?P<out>\S+)"
 )
-
-LogEntry = tuple[str, str, str, str]  # start, end, mtime, hash
-
-
-def read_log(build_dir: Path) -> dict[str, LogEntry]:
-    """``.ninja_log`` as output -> latest entry."""
-    path = Path(build_dir) / ".ninja_log"
-    entries: dict[str, LogEntry] = {}
-    if not path.exists():
-        return entries
-    for line in path.read_text().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        start, end, mtime, output, cmd_hash = line.split("\t")
-        entries[output] = (start, end, mtime, cmd_hash)
-    return entries
 
 
 class LogHistory:
     """Every ``.ninja_log`` entry seen so far, to tell the edges a step ran from restored entries."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, set[LogEntry]] = {}
+        self._seen: dict[str, set[tuple[int, int, str, str]]] = {}
 
-    def ran(self, after: Mapping[str, LogEntry]) -> list[str]:
-        """The edges with a new entry in ``after``, each named by one output (a relative one if it
-        has any: the regeneration writes ``build.ninja`` and an absolute ``cmake_install.cmake``);
-        ``after`` then counts as seen."""
-        edges: dict[tuple[str, str, str], list[str]] = {}
-        for out, entry in after.items():
-            if entry not in self._seen.get(out, ()):
-                start, end, _, cmd_hash = entry
-                edges.setdefault((start, end, cmd_hash), []).append(out)
+    def ran(self, build_dir: Path) -> list[str]:
+        """The edges whose entry in ``build_dir``'s log is new, each named by one output (as
+        ``feedstock.telemetry`` names them); the log then counts as seen."""
+        path = Path(build_dir) / ".ninja_log"
+        after = parse_ninja_log(path.read_text(errors="replace"), str(path)) if path.exists() else {}
+        ran = sorted(edge.output for edge in edges_between(self._seen, after))
         for out, entry in after.items():
             self._seen.setdefault(out, set()).add(entry)
-        return sorted(min(outs, key=lambda o: (o.startswith("/"), o)) for outs in edges.values())
+        return ran
 
 
 def status_runs(log_text: str) -> list[list[str]]:
@@ -83,18 +63,9 @@ def status_runs(log_text: str) -> list[list[str]]:
     return [r for r in runs if r]
 
 
-def kind(output: str) -> str:
-    if output.endswith(".o"):
-        return "compile"
-    if _LIB.search(output) or _EXE.match(output):
-        return "link"
-    return "other"
-
-
-def target(output: str) -> str:
-    """CMake target an output belongs to (``torch_cpu``), ``build.ninja`` for the regeneration."""
-    m = _OBJ.search(output) or _LIB.search(output) or _EXE.match(output)
-    return m["target"] if m else output
+# the build report's definitions: one reading of an output name for both
+kind = edge_kind
+target = edge_target
 
 
 def by_target(outputs: Iterable[str]) -> dict[str, int]:

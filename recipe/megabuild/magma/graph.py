@@ -66,8 +66,5 @@ def target_objects(build_dir: Path, library: str, target: str) -> list[str]:
 
 def config_header_in_deps(build_dir: Path, obj: str) -> list[str]:
     """The paths ending in ATen/cuda/CUDAConfig.h among the recorded header deps of ``obj``."""
-    return [
-        line.strip()
-        for line in ninja_tool.tool(build_dir, "-t", "deps", obj).splitlines()
-        if line.strip().endswith(CONFIG_HEADER)
-    ]
+    deps = ninja_tool.recorded_deps(build_dir, [obj]).get(obj, [])
+    return [path for path in deps if path.endswith(CONFIG_HEADER)]
