@@ -14,8 +14,9 @@ from support.megabuild_cli import run_megabuild
 
 REAL_SPEC = RECIPE / "split_spec.json"
 DATA = REPO / "tests" / "data"
-# Listings of the real torch 2.13.0 wheels (scripts/list_wheel_files.py; see tests/data/README.md).
-WHEEL_LISTING = DATA / "torch-2.13.0-cp311-linux_x86_64-files.tsv"  # linux-64 CPU
+# Listings of the real torch 2.14.1 wheels (scripts/list_wheel_files.py; see tests/data/README.md).
+TORCH_VERSION = "2.14.1"
+WHEEL_LISTING = DATA / "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"  # linux-64 CUDA 13.0 (PyPI)
 LISTING_HEADER = ["path", "size", "executable"]
 
 
@@ -164,7 +165,8 @@ def lay_out_placeholders(root: Path, rows: list[tuple[str, int, bool]], blanks: 
     return len(rows)
 
 
-def lay_out_wheel(build_lib: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
-    """Create the CPU wheel's files (sparse, real sizes) under *build_lib*; return the count."""
+def lay_out_wheel(sp_dir: Path, tops: tuple[str, ...] = ("torch/",)) -> int:
+    """Create the linux-64 CUDA wheel's files (sparse, real sizes) under *sp_dir*, as
+    ``pip install .`` leaves them in site-packages; return the count."""
     rows = [row for row in read_listing(WHEEL_LISTING) if row[0].startswith(tops)]
-    return lay_out_files(build_lib, rows)
+    return lay_out_files(sp_dir, rows)

@@ -1,24 +1,27 @@
-"""The real spec against the real layout of the torch 2.13.0 CPU wheel.
+"""The real spec against the real layout of the torch 2.14.1 linux-64 CUDA 13.0 wheel (PyPI).
 
-The listing (``tests/data/torch-2.13.0-cp311-linux_x86_64-files.tsv``) was made
-by ``scripts/list_wheel_files.py`` from the wheel; the tree is laid out with
-sparse files of the real sizes where ``setup.py build`` puts it.
+The listing (``tests/data/torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv``) was
+made by ``scripts/list_wheel_files.py`` from the wheel; the tree is laid out with
+sparse files of the real sizes where the top level's ``pip install .`` puts it
+(scikit-build-core installs the wheel tree into ``$SP_DIR``).
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import check_patches
 import pytest
-from _split_util import REAL_SPEC, WHEEL_LISTING, lay_out_wheel, read_listing, run_cli
+from _split_util import DATA, REAL_SPEC, TORCH_VERSION, WHEEL_LISTING, lay_out_wheel, read_listing, run_cli
+from list_wheel_files import list_wheel, sha256_of
 from megabuild.split.spec import load_spec
 
-TEST_ONLY = [
-    "libaoti_custom_ops.so",
-    "libbackend_with_compiler.so",
-    "libjitbackend_test.so",
-    "libtorchbind_test.so",
-]
+CUDA_LIBS = ["c10_cuda", "torch_cuda", "caffe2_nvrtc", "torch_nvshmem"]
+# All the wheel has that a conda build must not package: the wheel repair's OpenMP
+# runtime and the bundled protobuf compiler. PyPI's CUDA wheels are built with
+# BUILD_TEST=0, so the spec's test-library rules match nothing here.
+DROPPED = {"lib/libgomp.so.1", "bin/protoc", "bin/protoc-3.21.12.0"}
 
 
 def _listing() -> dict[str, int]:
@@ -32,9 +35,9 @@ def _files(root: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    build_lib = tmp_path_factory.mktemp("wheel") / "build/lib.linux-x86_64-cpython-311"
-    lay_out_wheel(build_lib, tops=("torch/", "functorch/", "torchgen/"))
-    return build_lib / "torch"
+    sp_dir = tmp_path_factory.mktemp("wheel") / "prefix/lib/python3.12/site-packages"
+    lay_out_wheel(sp_dir, tops=("torch/", "functorch/", "torchgen/"))
+    return sp_dir / "torch"
 
 
 def test_real_spec_assigns_every_wheel_file(wheel_tree: Path, tmp_path: Path) -> None:
@@ -44,49 +47,115 @@ def test_real_spec_assigns_every_wheel_file(wheel_tree: Path, tmp_path: Path) ->
     verdicts = {rel: spec.classify(rel) for rel in listing}
     assert not [rel for rel, v in verdicts.items() if v.output is None]
     dropped = {rel: v.rules[0].note for rel, v in verdicts.items() if v.output == "_dropped"}
-    for name in TEST_ONLY:
-        assert "test-only" in dropped[f"lib/{name}"]
+    assert set(dropped) == DROPPED
     assert "OpenMP" in dropped["lib/libgomp.so.1"]
     assert all(note for note in dropped.values())
 
     staging = tmp_path / "staging"
     res = run_cli(
-        "stage",
-        "--spec",
-        REAL_SPEC,
-        "--target-platform",
-        "linux-64",
-        "--tree",
-        wheel_tree,
-        "--staging",
-        staging,
-    )
+        "stage", "--spec", REAL_SPEC, "--target-platform", "linux-64", "--tree", wheel_tree,
+        "--staging", staging, "--cuda", "--linalg-variant", "nomagma",
+    )  # fmt: skip
     print(res.stdout)  # bytes per output (shown with -rA / -s)
     assert res.returncode == 0, res.stderr
     assert "bytes copied: 0" in res.stdout
 
+    linalg_dir = staging / "libtorch-cuda-linalg-nomagma"
     libtorch, drop, stays = _files(staging / "libtorch"), _files(staging / "_dropped"), _files(wheel_tree)
-    assert sorted(p.name for p in (staging).iterdir()) == ["_dropped", "libtorch"]
+    linalg = _files(linalg_dir)
+    assert sorted(p.name for p in staging.iterdir()) == ["_dropped", "libtorch", linalg_dir.name]
     # a partition of the wheel's torch/ tree
-    assert not (libtorch & drop) and not (libtorch & stays) and not (drop & stays)
-    assert libtorch | drop | stays == set(listing)
+    parts = [libtorch, linalg, drop, stays]
+    assert sum(map(len, parts)) == len(set().union(*parts)) == len(listing)
+    assert set().union(*parts) == set(listing)
 
-    for lib in ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_global_deps.so", "libshm.so"):
-        assert f"lib/{lib}" in libtorch
+    for lib in ("c10", "torch", "torch_cpu", "torch_global_deps", "shm", *CUDA_LIBS):
+        assert f"lib/lib{lib}.so" in libtorch, lib
+    assert linalg == {"lib/libtorch_cuda_linalg.so"}
     assert {"bin/torch_shm_manager", "share/cmake/Torch/TorchConfig.cmake"} <= libtorch
     assert all(p.startswith(("lib/", "bin/", "share/cmake/", "include/")) for p in libtorch)
-    for sub in ("ATen", "c10", "caffe2", "torch", "tensorpipe"):
+    for sub in ("ATen", "c10", "caffe2", "torch", "tensorpipe", "THC"):
         assert any(p.startswith(f"include/{sub}/") for p in libtorch), sub
     # third-party headers stay with pytorch only (conda packages provide them in $PREFIX/include)
     assert "include/pybind11/pybind11.h" in stays and "include/sleef.h" in stays
 
-    assert {"lib/libtorch_python.so", "_C.cpython-311-x86_64-linux-gnu.so", "__init__.py"} <= stays
+    assert {"lib/libtorch_python.so", "_C.cpython-312-x86_64-linux-gnu.so", "__init__.py"} <= stays
     py = {p for p in listing if p.endswith(".py")}
     assert py <= stays
-    assert {f"lib/{n}" for n in TEST_ONLY} | {"lib/libgomp.so.1", "bin/test_api", "bin/TCPStoreTest"} <= drop
+    assert drop == DROPPED
     assert not any(p.startswith("bin/") for p in stays)
     # sizes survive the move
-    assert (staging / "libtorch/lib/libtorch_cpu.so").stat().st_size == listing["lib/libtorch_cpu.so"]
+    for lib in ("libtorch_cpu.so", "libtorch_cuda.so"):
+        assert (staging / "libtorch/lib" / lib).stat().st_size == listing[f"lib/{lib}"]
 
-    res = run_cli("verify", "--spec", REAL_SPEC, "--target-platform", "linux-64", "--staging", staging)
+    # the magma pass relinks only the linalg library; then both variants are staged
+    (wheel_tree / "lib/libtorch_cuda_linalg.so").write_bytes(b"magma")
+    plat = ("--spec", REAL_SPEC, "--target-platform", "linux-64", "--cuda")
+    res = run_cli(
+        "stage", *plat, "--tree", wheel_tree, "--staging", staging,
+        "--linalg-variant", "magma", "--only", "libtorch-cuda-linalg",
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr
+    res = run_cli("verify", *plat, "--staging", staging)
+    assert res.returncode == 0, res.stderr
+
+
+# No 2.14.1 wheel on PyPI is built with BUILD_TEST=1, so no real listing has these: the
+# names are those of torch 2.13.0's CPU wheel (the last real listing that had them).
+BUILD_TEST_FILES = [
+    "lib/libaoti_custom_ops.so",
+    "lib/libbackend_with_compiler.so",
+    "lib/libjitbackend_test.so",
+    "lib/libtorchbind_test.so",
+    "bin/test_api",
+    "bin/test_jit",
+    "bin/TCPStoreTest",
+    "bin/script_module_v4.ptl",
+    "bin/test_interpreter_async.pt",
+    "bin/upgrader_models/test_versioned_div_tensor_v2.ptl.ff",
+]
+
+
+@pytest.mark.parametrize("rel", BUILD_TEST_FILES)
+def test_real_spec_drops_build_test_files(rel: str) -> None:
+    verdict = load_spec(REAL_SPEC, "linux-64").classify(rel)
+    assert verdict.output == "_dropped" and verdict.rules[0].note, rel
+
+
+# The wheel each listing was made from: pip's --platform tag (tests/data/README.md).
+WHEEL_PLATFORMS = {
+    "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv": "manylinux_2_28_x86_64",
+    "torch-2.14.1-cp312-linux_aarch64-cu130-files.tsv": "manylinux_2_28_aarch64",
+    "torch-2.14.1-cp312-macosx_arm64-files.tsv": "macosx_14_0_arm64",
+    "torch-2.14.1-cp312-win_amd64-files.tsv": "win_amd64",
+}
+
+
+def _cached_wheel(platform: str) -> Path:
+    """The cp312 wheel from scripts/check_patches.py's cache, fetched from PyPI if missing."""
+    dest = check_patches.cache_dir() / platform
+    pattern = f"torch-{TORCH_VERSION}-cp312-*.whl"
+    if not sorted(dest.glob(pattern)):
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            check_patches.pip_download(f"torch=={TORCH_VERSION}", platform, "3.12", dest, timeout=1800)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
+            pytest.skip(f"torch {TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
+    return sorted(dest.glob(pattern))[0]
+
+
+def test_every_listing_names_its_wheel() -> None:
+    assert set(WHEEL_PLATFORMS) == {p.name for p in DATA.glob("*-files.tsv")}
+
+
+@pytest.mark.slow  # fetches the real wheels (about 1.3 GB) into the cache once
+@pytest.mark.parametrize("listing", sorted(WHEEL_PLATFORMS))
+def test_listing_and_provenance_match_the_wheel(listing: str) -> None:
+    wheel = _cached_wheel(WHEEL_PLATFORMS[listing])
+    rows = read_listing(DATA / listing)
+    assert list_wheel(wheel) == rows
+    readme = (DATA / "README.md").read_text(encoding="utf-8").splitlines()
+    row = [line for line in readme if line.startswith(f"| `{listing}` |")]
+    assert len(row) == 1, f"{listing}: no single provenance row in tests/data/README.md"
+    assert f"`{wheel.name}`" in row[0] and f"`{sha256_of(wheel)}`" in row[0]
+    assert row[0].rstrip().endswith(f"| {len(rows):,} |"), row[0]

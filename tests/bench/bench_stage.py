@@ -3,8 +3,9 @@
 
 Run: ``python tests/bench/bench_stage.py [--dir DIR] [--keep]``
 
-Lays out the torch 2.13.0 wheel's files (tests/data listing: ~12k files,
-~700 MB) with real bytes written (not sparse), stages them with the recipe's
+Lays out the torch 2.14.1 linux-64 CUDA 13.0 wheel's files (tests/data listing:
+~12k files, ~1.1 GB) with real bytes written (not sparse) where the top level's
+``pip install .`` puts them (``$SP_DIR/torch``), stages them (CUDA, nomagma) with the
 spec, installs libtorch into a prefix, and prints the times and the bytes
 copied. Fails (exit 1) if any file over 1 MB was copied instead of moved
 (checked by inode) or if any byte was copied at all on one file system.
@@ -31,18 +32,18 @@ from megabuild.split.install import plan_install  # noqa: E402
 from megabuild.split.spec import load_spec  # noqa: E402
 from megabuild.split.stage import plan_stage  # noqa: E402
 
-LISTING = REPO / "tests/data/torch-2.13.0-cp311-linux_x86_64-files.tsv"
+LISTING = REPO / "tests/data/torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"
 BLOCK = bytes(range(256)) * 4096  # 1 MiB of non-zero data
 
 
-def lay_out(build_lib: Path) -> tuple[int, int]:
+def lay_out(sp_dir: Path) -> tuple[int, int]:
     files = total = 0
     with open(LISTING, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh, delimiter="\t")
         next(reader)
         for path, size_s, executable in reader:
             size = int(size_s)
-            dest = build_lib / path
+            dest = sp_dir / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             with open(dest, "wb") as out:
                 left = size
@@ -73,21 +74,21 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-stage-", dir=args.dir))
     try:
-        build_lib = work / "build/lib.linux-x86_64-cpython-311"
+        sp_dir = work / "prefix-top/lib/python3.12/site-packages"
         t0 = time.perf_counter()
-        files, total = lay_out(build_lib)
+        files, total = lay_out(sp_dir)
         t_layout = time.perf_counter() - t0
-        tree = build_lib / "torch"
+        tree = sp_dir / "torch"
         big_before = inodes_of_big_files(tree)
 
-        spec = load_spec()
+        spec = load_spec(target_platform="linux-64")
         t0 = time.perf_counter()
-        report = plan_stage(spec, tree, work / "staging").run()
+        report = plan_stage(spec, tree, work / "staging", cuda=True, linalg_variant="nomagma").run()
         t_stage = time.perf_counter() - t0
         print("\n".join(report.lines()))
 
         moved_big = {}
-        for name in ("libtorch", "_dropped"):
+        for name in ("libtorch", "libtorch-cuda-linalg-nomagma", "_dropped"):
             for rel, ident in inodes_of_big_files(work / "staging" / name).items():
                 moved_big[rel] = ident
         moved_big.update(inodes_of_big_files(tree))
