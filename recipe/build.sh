@@ -1,26 +1,24 @@
 #!/bin/bash
 # Script of the top-level build (libtorch-split) and of every pytorch output.
 #
-# It only sets the build environment and calls the stdlib-only helpers in
-# $RECIPE_DIR/megabuild for every CMakeCache edit, staging and splitting step
-# (see README.md, "How the megabuild works").
+# It only sets the build environment; the steps are `python -m megabuild build top-level`
+# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/build; README.md, "How the
+# megabuild works"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
+# variable into the cache on each configure, so this script must export exactly the same
+# values in every step: nothing below may depend on PKG_NAME or PY_VER (the pytorch step
+# compares its environment with the top level's record and refuses to build otherwise).
 # Variant values (cuda_compiler_version, blas_impl, ...) and PREFIX & co. come from conda-build.
 # shellcheck disable=SC2154
 set -euo pipefail
-
-# Keep in sync with `megabuild_python` in meta.yaml: the Python the top-level
-# build configures against; other Pythons get a cache edited from it.
-MEGABUILD_PYTHON=3.12
-STAGING="$SRC_DIR/_megabuild/staging"
-# The top level's build for MEGABUILD_PYTHON, kept for that Python's own pytorch output.
-BUILD_STATE="$SRC_DIR/_megabuild/build-state"
-SPLIT_SPEC="$RECIPE_DIR/split_spec.json"
 
 run_megabuild() {
     PYTHONPATH="$RECIPE_DIR" "$PREFIX/bin/python" -m megabuild "$@"
 }
 
-echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_compiler_version}, blas ${blas_impl}, megabuild ${megabuild})"
+echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_compiler_version}, blas ${blas_impl})"
+# `megabuild build` reads this variant key from the environment; conda-build exports a key
+# only to scripts that use it, and counts a use only as the first `$` of a line.
+echo "megabuild: ${megabuild}"
 
 ############################ compiler and linker ############################
 # PyTorch sets the C++ standard itself (C++20 for 2.13) and warns if the
@@ -48,8 +46,6 @@ export CFLAGS CXXFLAGS LDFLAGS
 # nvcc call into per-architecture steps, so a config with another TORCH_CUDA_ARCH_LIST
 # still reuses the host-side compile.
 FEEDSTOCK_COMPILER_CACHE="${FEEDSTOCK_COMPILER_CACHE:-}"
-TELEMETRY_DIR="${FEEDSTOCK_BUILD_TELEMETRY:-$SRC_DIR/_megabuild/telemetry}"
-mkdir -p "$TELEMETRY_DIR"
 compiler_cache=""
 if [[ -n "${FEEDSTOCK_COMPILER_CACHE}" ]]; then
     # A warning, not an error: losing the cache must not fail a multi-hour build;
@@ -94,40 +90,6 @@ else
     echo "compiler cache: off"
 fi
 
-# One build pass (top level, magma, each Python): wall time, a copy of .ninja_log and the
-# compiler cache's counters of this pass, appended to passes.jsonl for scripts/build_report.py.
-run_pass() {
-    local name="$1" started
-    shift
-    if [[ -n "${compiler_cache}" ]]; then
-        sccache --zero-stats >/dev/null
-    fi
-    started="$("$PREFIX/bin/python" -c 'import time; print(time.time())')"
-    "$@"
-    if [[ -n "${compiler_cache}" ]]; then
-        sccache --show-stats --stats-format=json >"$TELEMETRY_DIR/${name}.sccache.json"
-    fi
-    "$PREFIX/bin/python" - "$TELEMETRY_DIR" "$name" "$started" <<'EOF'
-import json, shutil, sys, time
-from pathlib import Path
-
-telemetry, name, started = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-record = {"pass": name, "start": started, "end": time.time(), "ninja_log": None, "cache": None}
-if Path("build/.ninja_log").is_file():
-    shutil.copyfile("build/.ninja_log", telemetry / f"{name}.ninja_log")
-    record["ninja_log"] = f"{name}.ninja_log"
-stats_file = telemetry / f"{name}.sccache.json"
-if stats_file.is_file():
-    record["cache"] = stats_file.name
-    stats = json.loads(stats_file.read_text())["stats"]
-    hits, misses = (sum(stats[k]["counts"].values()) for k in ("cache_hits", "cache_misses"))
-    rate = 100 * hits / max(hits + misses, 1)
-    print(f"compiler cache, pass {name}: {hits}/{hits + misses} compiles hit ({rate:.1f}%)")
-with open(telemetry / "passes.jsonl", "a") as fh:
-    fh.write(json.dumps(record) + "\n")
-EOF
-}
-
 ################################ CMake setup ################################
 export CMAKE_GENERATOR=Ninja
 export CMAKE_BUILD_TYPE=Release
@@ -141,9 +103,8 @@ export Python_ROOT_DIR="$PREFIX"
 # just reports "MKLDNN source files not found!" and USE_MKLDNN turns OFF. Paths already under a
 # root are not re-rooted, so $SRC_DIR joins every entry. (macOS: no entry, CMAKE_ARGS unchanged.)
 CMAKE_ARGS="$(run_megabuild cmake-args add-find-root "$SRC_DIR")"
-# NNPACK's configure downloads `six` for PeachPy unless PYTHON_SIX_SOURCE_DIR is defined; the
-# build has no network, the host env has six (a Python-version entry the cache swap rewrites).
-CMAKE_ARGS+=" -DPYTHON_SIX_SOURCE_DIR=${SP_DIR}"
+# (PYTHON_SIX_SOURCE_DIR, for NNPACK's PeachPy, is this Python's site-packages: megabuild passes
+# it as a scikit-build-core config setting, since CMAKE_ARGS must be the same for every Python.)
 if [[ "${target_platform}" != "${build_platform:-${target_platform}}" ]]; then
     # protobuf's CMake config (host env) imports protoc of the target machine, which cannot run
     # here; PyTorch (and ONNX through it) take a custom protoc from this variable.
@@ -162,10 +123,10 @@ fi
 export MAX_JOBS
 echo "compile jobs: MAX_JOBS=${MAX_JOBS} (CPU_COUNT=${CPU_COUNT:-unset}, CI=${CI:-unset})"
 
+# The version scikit-build-core's metadata provider (tools/metadata) reads; build number 0
+# keeps it from appending ".post<N>".
 export PYTORCH_BUILD_VERSION="$PKG_VERSION"
-# 0 keeps setup.py from appending ".post<N>" to the version.
 export PYTORCH_BUILD_NUMBER=0
-# setup.py skips its vendored-library and git-submodule checks for conda builds.
 export PACKAGE_TYPE=conda
 export BUILD_TEST=0
 export INSTALL_TEST=0
@@ -256,7 +217,7 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export NCCL_ROOT_DIR="$PREFIX"
     export MAGMA_HOME="$PREFIX"
     # The whole tree builds without MAGMA; only libtorch_cuda_linalg is built a
-    # second time with it (megabuild magma-linalg in build_libtorch below).
+    # second time with it (megabuild build top-level runs megabuild magma-linalg).
     export USE_MAGMA=0
     export TORCH_NVCC_FLAGS="-Xfatbin -compress-all"
     export CMAKE_CUDA_FLAGS="-w -Xptxas -w"
@@ -289,78 +250,19 @@ else
     export TORCH_CUDA_ARCH_LIST=""
 fi
 
-# Library names differ per platform (.so / .dylib); the split spec expands them for the target.
-split_args=(--target-platform "${target_platform}")
-if [[ "${cuda_compiler_version}" != "None" ]]; then
-    split_args+=(--cuda)
-fi
-
 ################################### steps ###################################
-build_libtorch() {
-    # setup.py only runs CMake's generate step when build/CMakeCache.txt is
-    # missing; every later pass (magma, each Python) reuses this build tree.
-    run_pass libtorch "$PREFIX/bin/python" setup.py build
-
-    local trees=(build/lib.*/torch)
-    if [[ ${#trees[@]} -ne 1 || ! -d "${trees[0]}" ]]; then
-        echo "build.sh: expected exactly one build/lib.*/torch, found: ${trees[*]}" >&2
-        exit 1
-    fi
-    run_megabuild split stage --spec "$SPLIT_SPEC" --tree "${trees[0]}" --staging "$STAGING" \
-        "${split_args[@]}" --linalg-variant nomagma
-
-    if [[ "${cuda_compiler_version}" != "None" ]]; then
-        # The MAGMA variant: the linalg target's own compile commands again, with a
-        # MAGMA-enabled ATen/cuda/CUDAConfig.h in front, and one link against libmagma.
-        # Flipping USE_MAGMA in the cache instead would regenerate that header and
-        # recompile every kernel that reaches it (reductions, scans, sorts, jiterator)
-        # for every architecture. The build tree and its cache stay nomagma.
-        run_pass magma run_megabuild magma-linalg --build-dir build --out build/magma-linalg \
-            --lib-dir build/magma-linalg/torch/lib --magma-home "$MAGMA_HOME" --define MAGMA_V2
-        run_megabuild split stage --spec "$SPLIT_SPEC" --tree build/magma-linalg/torch --staging "$STAGING" \
-            "${split_args[@]}" --linalg-variant magma --only libtorch-cuda-linalg
-    fi
-
-    run_megabuild split verify --spec "$SPLIT_SPEC" --staging "$STAGING" "${split_args[@]}"
-    # The pristine cache every pytorch output starts from.
-    run_megabuild cache save build/CMakeCache.txt
-    if [[ "${megabuild}" == "true" ]]; then
-        # conda-build runs the pytorch outputs in an order that changes from run to run (a set
-        # of the variant's Pythons, so the string-hash seed), and each rebuilds the tree's
-        # Python-dependent targets for its Python. Keeping this build (hard links and Ninja's
-        # logs) lets MEGABUILD_PYTHON's output skip its compiles whatever its place in the order.
-        run_megabuild build-state save --build-dir build --state "$BUILD_STATE" --python "$MEGABUILD_PYTHON"
-    fi
-}
-
-build_pytorch() {
-    if [[ "${megabuild}" == "true" && "${PY_VER}" != "${MEGABUILD_PYTHON}" ]]; then
-        run_megabuild cache restore build/CMakeCache.txt --swap-python-from "${MEGABUILD_PYTHON}" --to "${PY_VER}"
-    else
-        run_megabuild cache restore build/CMakeCache.txt
-    fi
-    if [[ "${megabuild}" == "true" ]]; then
-        # MEGABUILD_PYTHON's output: puts back the top level's objects that other Pythons'
-        # outputs replaced, and Ninja's logs; any other Python: nothing to do.
-        run_megabuild build-state restore --build-dir build --state "$BUILD_STATE" --python "$PY_VER"
-    fi
-    run_pass "python${PY_VER}" "$PREFIX/bin/python" -m pip install . --no-deps --no-build-isolation -v
-    # libtorch's headers live in $PREFIX/include only; a second copy (or a
-    # symlink) in site-packages gives consumers two include roots. Patches
-    # 0003/0004 point TorchConfig.cmake and cpp_extension at $PREFIX/include.
-    run_megabuild split link-back --spec "$SPLIT_SPEC" --prefix "$PREFIX" --sp-dir "$SP_DIR" \
-        --target-platform "${target_platform}" --drop-libtorch-headers
-}
-
+# megabuild runs `pip install .` without its PYTHONPATH: the backend and CMake see the
+# environment above and nothing else.
 case "${PKG_NAME}" in
     libtorch-split)
-        build_libtorch
+        step=top-level
         ;;
     pytorch)
-        build_pytorch
+        step=pytorch
         ;;
     *)
         echo "build.sh: unexpected PKG_NAME '${PKG_NAME}' (libtorch-split or pytorch)" >&2
         exit 1
         ;;
 esac
+PYTHONPATH="$RECIPE_DIR" "$PREFIX/bin/python" -m megabuild build "${step}"

@@ -207,7 +207,8 @@ def test_magma_variant_costs_the_linalg_compiles_and_one_link(run: RunResult) ->
 def test_build_tree_and_cache_stay_nomagma(run: RunResult) -> None:
     # (libtorch_cuda itself: no ninja edge ran after the full build, see above)
     cache = (_build_dir(run) / "CMakeCache.txt").read_text()
-    assert re.search(r"^USE_MAGMA:BOOL=(OFF|0)$", cache, re.M), "the cache left nomagma"
+    # EnvVarForwarding.cmake writes USE_MAGMA from the environment as a STRING entry
+    assert re.search(r"^USE_MAGMA:(BOOL|STRING)=(OFF|0)$", cache, re.M), "the cache left nomagma"
     header = (_build_dir(run) / "aten/src" / CUDA_CONFIG_H).read_text()
     assert "#define AT_MAGMA_ENABLED() 0" in header
 
@@ -215,12 +216,13 @@ def test_build_tree_and_cache_stay_nomagma(run: RunResult) -> None:
 def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
     full = run.step("libtorch-split").ninja_runs[0]
     python_objs = ninja.objects_including(_build_dir(run), "/Python.h")
-    assert python_objs and {ninja.target(o) for o in python_objs} == {"torch_python"}
+    # torch._C is a CMake target since 2.14 (scikit-build-core), next to torch_python
+    assert python_objs and {ninja.target(o) for o in python_objs} == {"torch_python", "_C"}
     lines = [f"\nfull build: {len(full)} ninja edges"]
     for py in run.pythons:
         step = run.step("pytorch", py)
         ran = step.ninja_ran
-        lines.append(f"python {py}: {len(ran)} ninja edges {ninja.by_target(ran)} + torch._C (setuptools)")
+        lines.append(f"python {py}: {len(ran)} ninja edges {ninja.by_target(ran)}")
         compiled = {o for o in ran if ninja.kind(o) == "compile"}
         if py != MEGABUILD_PYTHON:  # its objects are the top level's, put back (build-state)
             assert python_objs <= compiled, f"{py}: torch_python did not recompile"
@@ -228,7 +230,7 @@ def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
         assert not CORE_TARGETS & set(ninja.by_target(ran)), ninja.by_target(ran)
         assert not {"torch_cuda_linalg", "torch_cuda"} & set(ninja.by_target(ran)), ninja.by_target(ran)
         tag = py.replace(".", "")
-        ext = list((run.src_dir / "build").glob(f"lib.*-cpython-{tag}/torch/_C.cpython-{tag}-*.so"))
+        ext = list((_build_dir(run) / "lib").glob(f"_C.cpython-{tag}-*.so"))
         assert ext, f"torch._C was not built for Python {py}"
         assert len(ran) < len(full) / 2
     print("\n".join(lines))
@@ -260,17 +262,63 @@ def test_python_dependent_objects_compile_once_per_python(run: RunResult) -> Non
     assert re.search(r"^build state: Python 3\.12's build .*: put back [1-9]\d* outputs", log, re.M), log[
         -3000:
     ]
-    assert "building 'torch._C' extension" not in log  # setuptools' _C of 3.12 is still there too
 
 
-def test_setup_py_runs_ninja_with_build_sh_max_jobs(run: RunResult) -> None:
-    """build.sh decides MAX_JOBS (capped on CI); setup.py hands exactly that to Ninja as -j."""
-    log = run.step("libtorch-split").log.read_text(errors="replace")
-    decided = re.findall(r"^compile jobs: MAX_JOBS=(\d+)", log, re.MULTILINE)
-    used = re.findall(r"^\[minitorch\] \+ cmake --build \S+ -j (\d+)$", log, re.MULTILINE)
-    assert decided and used, "no MAX_JOBS / cmake --build lines in the top-level log"
-    assert set(used) == {decided[-1]}, (decided, used)
-    assert f"[minitorch] MAX_JOBS={decided[-1]}" in log
+def test_backend_builds_with_build_sh_max_jobs(run: RunResult) -> None:
+    """build.sh decides MAX_JOBS (capped on CI); pyproject.toml's [tool.scikit-build.env] hands
+    it to CMake as CMAKE_BUILD_PARALLEL_LEVEL, in every step."""
+    for step in (s for s in run.steps if s.name in ("libtorch-split", "pytorch")):
+        log = step.log.read_text(errors="replace")
+        decided = re.findall(r"^compile jobs: MAX_JOBS=(\d+)", log, re.MULTILINE)
+        used = re.findall(r"-- minitorch: .* CMAKE_BUILD_PARALLEL_LEVEL=(\d*)$", log, re.MULTILINE)
+        assert decided and used, f"{step.name} {step.python}: no MAX_JOBS / configure lines"
+        assert set(used) == {decided[-1]}, (decided, used)
+
+
+def test_scikit_build_core_ran_without_clearing_the_cache(run: RunResult) -> None:
+    """Every pytorch output has its own scikit-build-core (own host env, same prefix): the tree
+    is adopted for it, the backend announces itself and never clears the cache."""
+    for step in run.steps:
+        if step.name not in ("libtorch-split", "pytorch"):
+            continue
+        log = step.log.read_text(errors="replace")
+        assert re.search(r"\*\*\* scikit-build-core \d", log), f"{step.name}: backend did not run"
+        assert "clearing cache" not in log, f"{step.name} {step.python}: the backend cleared the cache"
+        if step.name == "pytorch":
+            assert "build/ adopted for this output's backend" in log, log[-2000:]
+            assert f"/lib/python{step.python}/site-packages/scikit_build_core" in log
+    assert (_build_dir(run) / "CMakeFiles" / "megabuild-tree-kept").is_file()
+
+
+def test_every_step_forwards_the_same_environment(run: RunResult) -> None:
+    """What build.sh exported that EnvVarForwarding.cmake copies into the cache, per step."""
+    telemetry = run.src_dir / "_megabuild" / "telemetry"
+    top = json.loads((telemetry / "forwarded-env.libtorch.json").read_text())
+    assert {"USE_CUDA", "USE_MAGMA", "BLAS", "CMAKE_ARGS", "CMAKE_BUILD_TYPE", "MAX_JOBS"} <= set(top), top
+    assert not [k for k, v in top.items() if f"python{MEGABUILD_PYTHON}" in v], "a Python path is forwarded"
+    for py in run.pythons:
+        step_env = json.loads((telemetry / f"forwarded-env.python{py}.json").read_text())
+        assert step_env == top, {k: (top.get(k), step_env.get(k)) for k in set(top) ^ set(step_env)}
+
+
+def test_extra_pythons_pack_only_python_dependent_files(run: RunResult) -> None:
+    """The top level's wheel holds libtorch; each pytorch output's wheel only torch_python, _C and
+    the Python files (libtorch's files are linked to the libtorch package)."""
+    pattern = r"^bytes: cmake --install wrote .*; the wheel packed \d+ files, ([\d,]+) bytes"
+    sizes = {}
+    for step in (s for s in run.steps if s.name in ("libtorch-split", "pytorch")):
+        m = re.search(pattern, step.log.read_text(errors="replace"), re.M)
+        assert m, f"{step.name}: no bytes line"
+        sizes[step.python if step.name == "pytorch" else "top"] = int(m[1].replace(",", ""))
+    print(f"\nbytes packed per step: {sizes}")
+    for pkg in run.packages_named("pytorch"):
+        (record,) = [f for f in pkg.files if f.endswith(".dist-info/RECORD")]
+        wheel = (pkg.root / record).read_text()
+        assert "torch/lib/libtorch_cpu.so," not in wheel and "torch/include/ATen/" not in wheel
+        assert "torch/lib/libtorch_python.so," in wheel and "torch/_C.cpython-" in wheel
+        linked = [f for f in pkg.files if f.endswith("site-packages/torch/lib/libtorch_cpu.so")]
+        assert linked and (pkg.root / linked[0]).is_symlink(), linked  # to libtorch's copy
+    assert all(sizes[py] < sizes["top"] / 2 for py in run.pythons), sizes
 
 
 # ------------------------------------------------------------------------------------------------
@@ -321,7 +369,7 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     py = sorted(run.pythons)[index]
     prefix, solved, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
     print(f"\npython {py}: {json.dumps(solved, sort_keys=True)}\n{info}")
-    assert info["version"] == "2.13.0" and info["py"].startswith(py)
+    assert info["version"] == "2.14.1" and info["py"].startswith(py)
     assert info["sum"] == 6.0 and info["numpy"] == [1.0, 1.0]
     assert Path(info["file"]).is_relative_to(prefix)
     # the solver prefers the magma variant (+50); MAGMA support comes from the installed library

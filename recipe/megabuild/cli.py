@@ -23,6 +23,7 @@ COMMAND_GROUPS = (
     "megabuild.cmake_args",
     "megabuild.magma.cli",
     "megabuild.buildstate.cli",
+    "megabuild.build.cli",
 )
 
 

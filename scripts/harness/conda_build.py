@@ -58,10 +58,25 @@ MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 
 TOP_LEVEL = "libtorch-split"
-# Host requirements the harness provides with pip inside a conda-like prefix.
-PIP_PROVIDED = {"numpy": "numpy", "pip": "pip", "setuptools": "setuptools", "wheel": "wheel",
-                "pyyaml": "pyyaml", "typing_extensions": "typing_extensions"}  # fmt: skip
+# Host requirements the harness provides with pip inside a conda-like prefix (a value of None:
+# scikit-build-core, in the version the run asks for, with the dependencies conda would add).
+PIP_PROVIDED: dict[str, str | None] = {
+    "numpy": "numpy", "pip": "pip", "setuptools": "setuptools", "wheel": "wheel", "pyyaml": "pyyaml",
+    "typing_extensions": "typing_extensions", "packaging": "packaging", "six": "six",
+    "scikit-build-core": None,
+}  # fmt: skip
 ALWAYS_WITH_PYTHON = ("pip", "setuptools", "wheel", "numpy")
+# The scikit-build-core conda-forge ships (conda-forge/scikit-build-core-feedstock, recipe of
+# 2026-07-12); upstream built the 2.14.1 wheels with 1.1.0, and PyPI's newest is 1.1.2.
+CONDA_FORGE_SKBUILD = "1.0.3"
+
+
+def skbuild_packages(version: str, python: tuple[int, int]) -> list[str]:
+    """scikit-build-core ``version`` and its run dependencies for ``python`` (its METADATA)."""
+    old = ["tomli", "exceptiongroup", "typing_extensions"] if python < (3, 11) else []
+    return [f"scikit-build-core=={version}", "packaging", "pathspec", *old]
+
+
 MAGMA_NAMES = ("libmagma", "libmagma-devel")
 # the channel's stand-in records that get real files (blas_runtime_package)
 RUNTIME_BLAS_NAMES = (*BLAS_NAMES, "libopenblas")
@@ -366,8 +381,10 @@ class Runner:
         recipe_dir: Path = RECIPE_DIR,
         passed_env: Mapping[str, str] | None = None,
         python_order: str = "megabuild-last",
+        skbuild_version: str = CONDA_FORGE_SKBUILD,
     ) -> None:
         self.python_order = python_order
+        self.skbuild_version = skbuild_version
         self.recipe_dir = Path(recipe_dir).resolve()
         self.passed_env = dict(passed_env or {})
         self.work = work.resolve()
@@ -443,9 +460,13 @@ class Runner:
             if cpython.short != py:
                 self.notes.append(f"host python {py} not available; using {cpython.short}")
                 py = cpython.short
-            pip_pkgs = list(
-                dict.fromkeys([*ALWAYS_WITH_PYTHON, *(PIP_PROVIDED[n] for n in names if n in PIP_PROVIDED)])
-            )
+            wanted = [*ALWAYS_WITH_PYTHON]
+            for n in names:
+                if n in PIP_PROVIDED:
+                    pip_name = PIP_PROVIDED[n]
+                    skbuild = skbuild_packages(self.skbuild_version, cpython.version[:2])
+                    wanted += [pip_name] if pip_name else skbuild
+            pip_pkgs = list(dict.fromkeys(wanted))
             python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.cache / "pip")
             provided += [f"python {cpython.short} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
         else:
@@ -682,10 +703,13 @@ def run_config(
     recipe_dir: Path = RECIPE_DIR,
     passed_env: Mapping[str, str] | None = None,
     python_order: str = "megabuild-last",
+    skbuild_version: str = CONDA_FORGE_SKBUILD,
 ) -> RunResult:
     """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only.
 
     ``passed_env``: variables the caller hands to every script, as conda-build does for the names
     in the recipe's ``script_env`` (e.g. ``FEEDSTOCK_COMPILER_CACHE``); ``python_order``: see
-    :func:`order_pythons`."""
-    return Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env, python_order).run()
+    :func:`order_pythons`; ``skbuild_version``: the scikit-build-core in every host env."""
+    runner = Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env, python_order,
+                    skbuild_version)  # fmt: skip
+    return runner.run()

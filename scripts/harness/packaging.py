@@ -167,8 +167,13 @@ def relativize_rpath(path: Path, installed_as: Path, prefix: Path) -> bool:
 
 def install_package_files(pkg: Package, prefix: Path) -> None:
     """Put a package's files into a host prefix (what conda does when it links a host dependency),
-    rewriting the prefix placeholder of its text files to ``prefix``."""
+    rewriting the prefix placeholder of its text files to ``prefix``, and record them in
+    ``conda-meta/<dist>.json`` as conda does (link-back reads libtorch's record)."""
     copy_tree_files(pkg.root, pkg.files, prefix)
+    meta = prefix / "conda-meta"
+    meta.mkdir(exist_ok=True)
+    record = {key: pkg.record.get(key) for key in ("name", "version", "build", "build_number")}
+    (meta / f"{pkg.dist}.json").write_text(json.dumps({**record, "files": sorted(pkg.files)}, indent=1))
     for rel, placeholder in pkg.placeholders.items():
         target = prefix / rel
         text = target.read_text()

@@ -77,6 +77,7 @@ def cmd_link_back(args: argparse.Namespace) -> int:
         python_tag=args.python_tag,
         keep_missing=args.keep_missing,
         drop_libtorch_headers=args.drop_libtorch_headers,
+        link_installed=tuple(args.link_installed or ()),
     )
     return _print(planned.run(args.dry_run).lines(), planned.plan if args.dry_run else None)
 
@@ -136,6 +137,8 @@ def register(groups: Any) -> None:
         help="remove from site-packages/torch/include the headers libtorch installs in $PREFIX/include "
         "(default: keep pytorch's own copy)",
     )
+    p.add_argument("--link-installed", nargs="+", metavar="PACKAGE",
+                   help="also link installed packages' files (conda-meta) pip did not install")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan, change nothing")
     p.set_defaults(handler=cmd_link_back)
 

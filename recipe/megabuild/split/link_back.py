@@ -18,6 +18,9 @@ libtorch's files under ``$SP_DIR/torch/{lib,bin,share}`` at ``$PREFIX``.
 * Files the spec drops (test libraries, bundled libgomp / libomp, omp.h) are
   removed, in ``lib``, ``bin``, ``share`` and ``include``.
 * ``__pycache__/*.pyc`` compiled for another Python are removed.
+* With ``link_installed`` (package names): files of those installed packages (their conda-meta
+  record) in ``lib``, ``bin`` and ``share`` that the spec gives to them and that pip did not
+  install at all (the pytorch wheel excludes them) get the same relative symlink.
 
 Everything is validated before the first change, and a failure half-way is rolled back.
 """
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
+from megabuild.split.conda_meta import installed_files
 from megabuild.split.fsmove import Entry, walk_entries
 from megabuild.split.plan import Link, Plan, Planned, PlanReport
 from megabuild.split.spec import DROPPED, Classification, Spec, format_paths
@@ -128,6 +132,7 @@ def plan_link_back(
     python_tag: str,
     keep_missing: bool = False,
     drop_libtorch_headers: bool = False,
+    link_installed: tuple[str, ...] = (),
 ) -> LinkBackPlan:
     """What link-back would change in *sp_dir* and *prefix*, and every problem that forbids it."""
     if not _TAG.fullmatch(python_tag):
@@ -140,6 +145,8 @@ def plan_link_back(
     places = _Places(prefix, sp_dir, torch_dir, os.path.realpath(prefix), os.path.realpath(sp_dir))
     scan = _Scan(LinkBackReport(plan=_NO_CHANGE, python_tag=python_tag, target_platform=spec.target_platform))
     _scan_link_areas(spec, places, scan, keep_missing)
+    for name in link_installed:
+        _scan_installed(spec, places, scan, name)
     _scan_include(spec, places, scan, drop_libtorch_headers)
     pyc = _foreign_pyc(sp_dir, python_tag)
     report = scan.report
@@ -188,6 +195,22 @@ def _scan_link_areas(spec: Spec, places: _Places, scan: _Scan, keep_missing: boo
     for rule in spec.rules:
         if rule.prefix_link and rule.required == "always" and link_hits[rule.index] == 0:
             scan.problems.append(f"{rule.shown} is missing in {places.torch_dir} (pytorch must ship it)")
+
+
+def _scan_installed(spec: Spec, places: _Places, scan: _Scan, name: str) -> None:
+    """Links for the installed package ``name``'s files that are absent from site-packages."""
+    output = name  # the conda package is named after its output
+    if output not in spec.staged_outputs:
+        raise MegabuildError(f"--link-installed {name}: not an output the spec moves out of pytorch")
+    for rel in installed_files(places.prefix, name):
+        if rel.split("/", 1)[0] not in LINK_AREAS or spec.classify(rel).output != output:
+            continue
+        if os.path.lexists(places.torch_dir / rel):
+            continue  # pip installed it: the scan of the link areas replaces it
+        wanted = os.path.relpath(
+            os.path.join(places.real_prefix, rel), os.path.join(places.real_sp, "torch", os.path.dirname(rel))
+        )
+        scan.links.append(Link(places.torch_dir, rel, wanted))
 
 
 def _plan_prefix_links(

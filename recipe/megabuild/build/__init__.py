@@ -1,0 +1,24 @@
+"""``megabuild build``: the recipe's build steps, from the top level to each Python's output.
+
+PyTorch 2.14 builds with scikit-build-core, which configures, builds and installs on every run.
+These modules drive it so that libtorch is built once and every further Python rebuilds only the
+Python-dependent targets in the same ``build/`` tree:
+
+``options``
+    everything a step needs, resolved once from conda-build's environment.
+``forwarded_env``
+    the variables PyTorch's ``EnvVarForwarding.cmake`` writes into the cache on every configure;
+    recorded by the top level, and every output must export the same.
+``skbuild_state``
+    ``build/.skbuild-info.json``: adopted for each output's own scikit-build-core, so that the
+    backend does not clear the cache; a clearing that happens anyway is an error.
+``wheel_settings``
+    the ``-C`` settings of each ``pip install .``; for the pytorch outputs, ``wheel.exclude``
+    also keeps libtorch's files (installed from the libtorch package) out of the wheel.
+``frontend``
+    one ``pip install .`` pass, with what it installed and packed measured.
+``telemetry``
+    each pass's wall time, Ninja log and compiler-cache counters for scripts/build_report.py.
+``steps``
+    the top level and the pytorch output, in order.
+"""

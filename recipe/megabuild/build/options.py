@@ -1,0 +1,107 @@
+"""What every build step needs, resolved once from conda-build's environment (cibuildwheel's habit:
+options are read in one place, and the steps only use this object)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from megabuild.errors import MegabuildError
+
+# Keep in sync with `megabuild_python` in meta.yaml: the Python the top level configures against.
+MEGABUILD_PYTHON = "3.12"
+TOP_LEVEL = "libtorch-split"
+PYTORCH = "pytorch"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    pkg_name: str
+    src_dir: Path
+    recipe_dir: Path
+    prefix: Path
+    sp_dir: Path
+    py_ver: str
+    target_platform: str
+    cuda: bool
+    megabuild: bool
+    magma_home: Path | None
+    telemetry_dir: Path
+    compiler_cache: bool
+    megabuild_python: str = MEGABUILD_PYTHON
+
+    @property
+    def build_dir(self) -> Path:
+        return self.src_dir / "build"
+
+    @property
+    def work(self) -> Path:
+        """Where the steps keep what later outputs need ($SRC_DIR is shared by all of them)."""
+        return self.src_dir / "_megabuild"
+
+    @property
+    def staging(self) -> Path:
+        return self.work / "staging"
+
+    @property
+    def build_state(self) -> Path:
+        return self.work / "build-state"
+
+    @property
+    def split_spec(self) -> Path:
+        return self.recipe_dir / "split_spec.json"
+
+    @property
+    def python(self) -> Path:
+        """The host env's interpreter: scikit-build-core runs in it (no build isolation)."""
+        return self.prefix / "bin" / "python"
+
+    @property
+    def is_top_level_python(self) -> bool:
+        return self.py_ver == self.megabuild_python
+
+    def split_args(self) -> list[str]:
+        return ["--target-platform", self.target_platform, *(["--cuda"] if self.cuda else [])]
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "")
+    if not value:
+        raise MegabuildError(f"{name} is not set (build steps run inside conda-build's environment)")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "").strip().lower()
+    if value not in ("true", "false", "1", "0"):
+        raise MegabuildError(f"{name} must be true or false, got {env.get(name)!r}")
+    return value in ("true", "1")
+
+
+def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
+    """The options of this step; a missing or malformed variable is one error naming it."""
+    env = os.environ if env is None else env
+    py_ver = _required(env, "PY_VER")
+    if not re.fullmatch(r"\d+\.\d+", py_ver):
+        raise MegabuildError(f"PY_VER must be X.Y, got {py_ver!r}")
+    cuda_version = _required(env, "cuda_compiler_version")
+    cuda = cuda_version != "None"
+    magma_home = env.get("MAGMA_HOME")
+    src_dir = Path(_required(env, "SRC_DIR"))
+    return BuildOptions(
+        pkg_name=_required(env, "PKG_NAME"),
+        src_dir=src_dir,
+        recipe_dir=Path(_required(env, "RECIPE_DIR")),
+        prefix=Path(_required(env, "PREFIX")),
+        sp_dir=Path(_required(env, "SP_DIR")),
+        py_ver=py_ver,
+        target_platform=_required(env, "target_platform"),
+        cuda=cuda,
+        megabuild=_flag(env, "megabuild"),
+        magma_home=Path(magma_home) if cuda and magma_home else None,
+        telemetry_dir=Path(env.get("FEEDSTOCK_BUILD_TELEMETRY") or src_dir / "_megabuild" / "telemetry"),
+        compiler_cache=Path(env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")).name == "sccache",
+    )
