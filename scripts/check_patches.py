@@ -1,24 +1,31 @@
 #!/usr/bin/env python3
-"""Dry-run recipe/patches against the real PyTorch 2.13.0 files found in upstream wheels.
+"""Dry-run recipe/patches against the real PyTorch 2.14.1 files found in upstream wheels.
 
 A wheel holds some of the files the patches change, in one of three forms:
 
 - ``copy``: the file itself (``torch/**/*.py``; ``cmake/Modules/X`` installed as
   ``torch/share/cmake/Caffe2/X``, ``cmake/public/X`` as ``.../Caffe2/public/X``);
-- ``header``: an installed header (``torch/include/...``); setup.py wraps every
-  installed header in a ``TORCH_STABLE_ONLY`` guard, which is removed again;
+- ``header``: an installed header (``torch/include/...``); the install step
+  (2.14: ``tools/wrap_headers.py``, run by ``cmake/PostBuildSteps.cmake``; 2.13:
+  setup.py) wraps every installed header in a ``TORCH_STABLE_ONLY`` guard, which
+  is removed again;
 - ``template``: the configured output of a ``*.in`` file; lines of the patch
   that contain ``@VAR@`` are matched against the configured lines as patterns
   and put back in their template form, everything else must match as is.
+
+The Windows wheels are built from a checkout with CRLF line endings; a member
+with CRLF endings is compared with them turned into LF (the source tarball's
+endings), and the result says so.
 
 Which patched files are reachable is decided from the wheel's member list. The
 patches are applied in series order to a scratch tree of the reachable files:
 each one first with ``patch -p1 --dry-run --fuzz=0`` (the result: hunks that
 fail, need fuzz, or apply at an offset), then for real, so that a later patch
 of the same file sees the earlier ones. Files in no wheel are reported as
-unverified.
+unverified. With several wheels the first one holding a file is used;
+``--per-wheel`` checks every wheel on its own instead.
 
-    python scripts/check_patches.py --wheel torch-2.13.0-...whl [--wheel ...]
+    python scripts/check_patches.py --wheel torch-2.14.1-...whl [--wheel ...] [--per-wheel]
     python scripts/check_patches.py --download      # the macOS wheel, cached
 """
 
@@ -35,14 +42,16 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from feedstock.errors import FeedstockError, UsageError, run_main
 from feedstock.paths import RECIPE
 
 PATCH_DIR = RECIPE / "patches"
-TORCH_VERSION = "2.13.0"
-# The smallest 2.13.0 wheel; its Python files, headers and CMake files are the
-# same as on Linux except for CUDA-only ones.
+TORCH_VERSION = "2.14.1"
+# The smallest 2.14.1 wheel; its Python files, headers and CMake files are the
+# same as on Linux and Windows (there with CRLF endings) except for CUDA-only
+# ones and the configured *Config.cmake files.
 DEFAULT_PLATFORM = "macosx_14_0_arm64"
 DEFAULT_PYTHON = "3.12"
 
@@ -98,8 +107,9 @@ class FileResult:
     member: str | None = None  # wheel member compared with, None: in no wheel
     form: str | None = None  # copy | header | template
     wheel: str | None = None
+    crlf: bool = False  # the wheel's member has CRLF endings (Windows), compared as LF
     ok: bool = True
-    hunks: list[dict] = field(default_factory=list)
+    hunks: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
 
 
@@ -138,7 +148,7 @@ def split_patch(text: str) -> list[FileDiff]:
 
 
 def candidates(path: str) -> list[tuple[str, str]]:
-    """(wheel member, form) pairs that may hold the 2.13.0 text of a source file."""
+    """(wheel member, form) pairs that may hold the released text of a source file."""
     out: list[tuple[str, str]] = []
     if path in TEMPLATES:
         out.append((TEMPLATES[path], "template"))
@@ -160,7 +170,7 @@ def candidates(path: str) -> list[tuple[str, str]]:
 
 
 def unwrap_header(text: str) -> str:
-    """Remove the TORCH_STABLE_ONLY guard setup.py puts around installed headers."""
+    """Remove the TORCH_STABLE_ONLY guard the install step puts around installed headers."""
     lines = text.split("\n")
     if not lines or lines[0] != GUARD_OPEN:
         return text
@@ -196,7 +206,7 @@ def untemplate(generated: str, diff: FileDiff) -> str:
 
 
 def load_source(wheels: list[Path], path: str) -> tuple[str, str, Path, str] | None:
-    """(member, form, wheel, 2.13.0 source text) of the first wheel holding the file."""
+    """(member, form, wheel, released text) of the first wheel holding the file, as in the wheel."""
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:
             names = set(zf.namelist())
@@ -232,6 +242,9 @@ def check(wheels: list[Path], patches: list[Path] | None = None) -> list[PatchRe
                         result.message = "in no wheel: unverified"
                         continue
                     member, form, wheel, text = found
+                    if "\r\n" in text:  # a Windows wheel: the sources have LF endings
+                        text = text.replace("\r\n", "\n")
+                        result.crlf = True
                     if form == "header":
                         text = unwrap_header(text)
                     elif form == "template":
@@ -261,11 +274,14 @@ def check(wheels: list[Path], patches: list[Path] | None = None) -> list[PatchRe
                     result.ok = False
                     result.message = out.strip()
                     continue
+                offsets = [h for h in result.hunks if h["offset"]]
                 result.message = f"{n_hunks} hunk(s) apply" + (
-                    "; offsets: " + ", ".join(f"#{h['hunk']} {h['offset']:+d}" for h in result.hunks)
-                    if result.hunks
+                    "; offsets: " + ", ".join(f"#{h['hunk']} {h['offset']:+d}" for h in offsets)
+                    if offsets
                     else " exactly"
                 )
+                if result.crlf:
+                    result.message += " (CRLF endings compared as LF)"
                 rc, out = run_patch(tree, diff.text, dry_run=False)
                 if rc != 0:  # cannot happen after a clean dry run
                     result.ok = False
@@ -292,7 +308,7 @@ def pip_download(requirement: str, platform: str, python: str, dest: Path, timeo
 
 
 def download_wheel(platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHON) -> Path:
-    """The torch 2.13.0 wheel for a platform from PyPI, kept in cache_dir()."""
+    """The torch TORCH_VERSION wheel for a platform from PyPI, kept in cache_dir()/<platform>."""
     dest = cache_dir() / platform
     found = sorted(dest.glob(f"torch-{TORCH_VERSION}-*.whl"))
     if found:
@@ -306,7 +322,7 @@ def download_wheel(platform: str = DEFAULT_PLATFORM, python: str = DEFAULT_PYTHO
 
 
 def report(results: list[PatchResult]) -> str:
-    lines = []
+    lines: list[str] = []
     for res in results:
         lines.append(f"{res.patch}: {'OK' if res.ok else 'FAILED'} (wheel holds {res.coverage})")
         for f in res.files:
@@ -315,10 +331,20 @@ def report(results: list[PatchResult]) -> str:
     return "\n".join(lines)
 
 
+def as_json(results: list[PatchResult]) -> list[dict[str, Any]]:
+    return [
+        {"patch": r.patch, "ok": r.ok, "coverage": r.coverage, "files": [asdict(f) for f in r.files]}
+        for r in results
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wheel", action="append", type=Path, default=[], help="a torch 2.13.0 wheel")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--wheel", action="append", type=Path, default=[], help=f"a torch {TORCH_VERSION} wheel"
+    )
     parser.add_argument("--download", action="store_true", help=f"use the cached {DEFAULT_PLATFORM} wheel")
+    parser.add_argument("--per-wheel", action="store_true", help="check every wheel on its own")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     wheels = list(args.wheel)
@@ -332,25 +358,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             wheels.append(download_wheel())
         except (OSError, subprocess.SubprocessError) as exc:
             raise FeedstockError(f"cannot download the torch {TORCH_VERSION} wheel: {exc}") from None
-    results = check(wheels)
+    runs = [(w.name, check([w])) for w in wheels] if args.per_wheel else [("", check(wheels))]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "patch": r.patch,
-                        "ok": r.ok,
-                        "coverage": r.coverage,
-                        "files": [asdict(f) for f in r.files],
-                    }
-                    for r in results
-                ],
-                indent=2,
-            )
-        )
+        out: Any = as_json(runs[0][1]) if not args.per_wheel else {n: as_json(r) for n, r in runs}
+        print(json.dumps(out, indent=2))
     else:
-        print(report(results))
-    return 0 if all(r.ok for r in results) else 1
+        print("\n\n".join((f"== {name}\n" if name else "") + report(results) for name, results in runs))
+    return 0 if all(r.ok for _, results in runs for r in results) else 1
 
 
 if __name__ == "__main__":

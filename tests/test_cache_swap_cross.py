@@ -28,6 +28,14 @@ for Python B (conda-build does that per output), the cache is swapped by
 ``$PREFIX/bin/python -m megabuild`` as build.sh runs it, and compared with a
 fresh configure for B; then CMake re-configures from the swapped cache, and its cache, as the
 CMake File API reports it (tests/support/cmake_file_api.py), must equal the fresh one.
+
+In the same envs, ``test_patch_0006_names_the_module_for_the_target`` checks recipe patch 0006
+for real: scikit-build-core's own functions, run by cross-python, give the initial-cache values
+a pip build of PyTorch 2.14 gets (Python_EXECUTABLE, Python_INCLUDE_DIR, SKBUILD_SOABI); a
+project configured as a cross build (CMAKE_SYSTEM_NAME/PROCESSOR, as conda's CMAKE_ARGS carry
+them) with them finds Python but gets no Python_SOABI from FindPython, so
+``Python_add_library(_C MODULE WITH_SOABI)`` names the module ``_C.so``; with the lines patch
+0006 adds to cmake/Dependencies.cmake it is ``_C`` + the target's EXT_SUFFIX.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import check_patches
 import pytest
 from feedstock.paths import RECIPE
 from harness.pythons import CPython, make_conda_like_prefix
@@ -51,6 +60,7 @@ from megabuild.cache.python_swap import is_python_key, query_environment, query_
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "pycache_probe"
+PATCH_0006 = next((RECIPE / "patches").glob("0006-*SOABI*.patch"), None)
 TRIPLET = "aarch64-conda-linux-gnu"
 SYSCONFIGDATA = "_sysconfigdata_aarch64_conda_linux_gnu"  # conda-forge's name on linux-aarch64
 UNLOADABLE = b"\x7fELF built for aarch64, not loadable here\n"
@@ -220,27 +230,31 @@ def _build_env(activation: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _configure(build: Path, prefix: Path, py: CPython, activation: dict[str, str]) -> str:
-    request_cache(build)
-    proc = subprocess.run(
-        [
-            _tool("cmake"),
-            "-G",
-            "Ninja",
-            f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
-            "-S",
-            str(PROJECT),
-            "-B",
-            str(build),
-            "-DCMAKE_BUILD_TYPE=Release",
-            # What PyTorch's setup.py passes: sys.executable and site-packages, both crossenv's answers.
-            f"-DPython_EXECUTABLE={prefix}/bin/python",
-            f"-DCMAKE_PREFIX_PATH={prefix}/lib/python{py.short}/site-packages;{prefix}",
-        ],
+def _cmake_configure(
+    source: Path, build: Path, activation: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``cmake -G Ninja -S source -B build args...`` in the build env of cross-python's activation."""
+    generator = ("-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}")
+    return subprocess.run(
+        [_tool("cmake"), *generator, "-S", str(source), "-B", str(build), *args],
         capture_output=True,
         text=True,
         env=_build_env(activation),
         timeout=600,
+    )
+
+
+def _configure(build: Path, prefix: Path, py: CPython, activation: dict[str, str]) -> str:
+    request_cache(build)
+    proc = _cmake_configure(
+        PROJECT,
+        build,
+        activation,
+        "-DCMAKE_BUILD_TYPE=Release",
+        # What PyTorch's build passes (2.13: setup.py; 2.14: scikit-build-core's initial cache):
+        # sys.executable and site-packages, both crossenv's answers.
+        f"-DPython_EXECUTABLE={prefix}/bin/python",
+        f"-DCMAKE_PREFIX_PATH={prefix}/lib/python{py.short}/site-packages;{prefix}",
     )
     assert proc.returncode == 0, f"configure under cross-python failed:\n{proc.stdout}\n{proc.stderr}"
     return (build / "CMakeCache.txt").read_text()
@@ -408,3 +422,98 @@ def test_cmake_reconfigure_after_the_cross_swap_reproduces_the_fresh_cache(cross
         if key not in cross.fresh_entries and reconfigured.get(key) == value:
             del reconfigured[key]
     assert differences(reconfigured, cross.fresh_entries) == {}
+
+
+# What scikit-build-core's Builder.configure() writes into its initial cache for the Python
+# hints and SKBUILD_SOABI, from its own functions (scikit_build_core/builder/sysconfig.py).
+SKBUILD_VALUES = (
+    "import json, os, sys, sysconfig\n"
+    "from scikit_build_core.builder.sysconfig import get_python_include_dir, get_soabi\n"
+    "print(json.dumps({'Python_EXECUTABLE': sys.executable,\n"
+    "                  'Python_ROOT_DIR': sys.base_exec_prefix,\n"
+    "                  'Python_INCLUDE_DIR': str(get_python_include_dir()),\n"
+    "                  'SKBUILD_SOABI': get_soabi(os.environ),\n"
+    "                  'EXT_SUFFIX': sysconfig.get_config_var('EXT_SUFFIX')}))\n"
+)
+
+SOABI_PROJECT = """cmake_minimum_required(VERSION 3.18)
+project(soabi_probe LANGUAGES CXX)
+set(BUILD_PYTHON ON)
+find_package(Python COMPONENTS Interpreter OPTIONAL_COMPONENTS Development.Module)
+message(STATUS "FindPython: Python_SOABI=[${Python_SOABI}]")
+%s
+Python_add_library(_C MODULE WITH_SOABI module.cpp)
+file(GENERATE OUTPUT "${CMAKE_BINARY_DIR}/module_name.txt" CONTENT "$<TARGET_FILE_NAME:_C>")
+"""
+
+
+def _patch_0006_lines() -> str:
+    """The CMake lines patch 0006 adds to cmake/Dependencies.cmake."""
+    assert PATCH_0006 is not None, "patch 0006 (Python_SOABI in cross builds) missing"
+    (diff,) = check_patches.split_patch(PATCH_0006.read_text(encoding="utf-8"))
+    (hunk,) = diff.hunks()
+    return "\n".join(line[1:] for line in hunk if line.startswith("+"))
+
+
+def _copy_package(name: str, dest: Path) -> None:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations
+    if not (dest / name).exists():
+        shutil.copytree(spec.submodule_search_locations[0], dest / name)
+
+
+def _configure_soabi_probe(
+    root: Path, cross: Cross, values: dict[str, str], patched: bool
+) -> tuple[int, str]:
+    src, build = root / "src", root / "build"
+    src.mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text(SOABI_PROJECT % (_patch_0006_lines() if patched else ""))
+    (src / "module.cpp").write_text("int probe_module() { return 0; }\n")
+    defines = [f"-D{k}={v}" for k, v in values.items() if k != "EXT_SUFFIX"]
+    # conda's CMAKE_ARGS of a linux-aarch64 build on linux-64 make it a cross build (the compiler
+    # is this machine's: CMake compiles nothing it would run, and generating needs no more)
+    cross_args = ("-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64")
+    proc = _cmake_configure(src, build, cross.activation, *cross_args, *defines)
+    output = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        output += "\nMODULE " + (build / "module_name.txt").read_text()
+    return proc.returncode, output
+
+
+@pytest.mark.slow
+def test_patch_0006_names_the_module_for_the_target(cross: Cross, tmp_path: Path) -> None:
+    if importlib.util.find_spec("scikit_build_core") is None:
+        pytest.skip("scikit-build-core is not installed (PyTorch 2.14's build backend)")
+    # In a conda build scikit-build-core is in the host env; cross-python's activation copies
+    # the host's pure-Python packages into the build env's site-packages, as here.
+    build_sp = cross.build_prefix / "lib" / f"python{cross.b.short}" / "site-packages"
+    for name in ("scikit_build_core", "packaging"):
+        _copy_package(name, build_sp)
+    values = json.loads(
+        subprocess.run(
+            [str(cross.prefix / "bin" / "python"), "-c", SKBUILD_VALUES],
+            capture_output=True,
+            text=True,
+            env=_build_env(cross.activation),
+            timeout=120,
+            check=True,
+        ).stdout
+    )
+    target_soabi = f"cpython-{_nodot(cross.b)}-aarch64-linux-gnu"
+    assert values["SKBUILD_SOABI"] == target_soabi, values
+    assert values["EXT_SUFFIX"] == f".{target_soabi}.so", values
+
+    rc, out = _configure_soabi_probe(tmp_path / "unpatched", cross, values, patched=False)
+    assert rc == 0, out
+    assert "FindPython: Python_SOABI=[]" in out, out
+    assert "MODULE _C.so" in out, out  # what 2.14 builds without the patch
+
+    rc, out = _configure_soabi_probe(tmp_path / "patched", cross, values, patched=True)
+    assert rc == 0, out
+    assert f"Python_SOABI from SKBUILD_SOABI: {target_soabi}" in out, out
+    assert f"MODULE _C{values['EXT_SUFFIX']}" in out, out
+
+    # Configured outside scikit-build-core (no SKBUILD_SOABI): an error, not an untagged module.
+    no_skbuild = {k: v for k, v in values.items() if k != "SKBUILD_SOABI"}
+    rc, out = _configure_soabi_probe(tmp_path / "no-skbuild", cross, no_skbuild, patched=True)
+    assert rc != 0 and "left Python_SOABI empty and SKBUILD_SOABI is not set" in " ".join(out.split()), out

@@ -1,19 +1,38 @@
-"""Build recipe/cmake_test against the real PyTorch 2.13.0 wheel.
+"""Build recipe/cmake_test against real PyTorch wheels; patch 0003 on the 2.14.1 TorchConfig.cmake.
 
-The wheel is looked up in pip's find-links (``PIP_FIND_LINKS`` or
-``pip config list``); the test skips when it is absent or when cmake, ninja,
-a C++ compiler or Python's embedding library are missing.
+Which wheels, and why: the recipe builds 2.14.1, but the only Linux x86_64
+2.14.1 wheel on PyPI is the CUDA 13.0 one. Its Caffe2Config.cmake includes
+public/cuda.cmake (find_package(CUDAToolkit REQUIRED): nvcc and the CUDA
+headers at configure time) and its libtorch_cuda.so needs libcudart.so.13,
+cuBLAS, cuDNN, NCCL, ... from pip's nvidia-* packages at link and run time;
+with none of that here, a consumer could at best be linked with
+-Wl,--allow-shlib-undefined and never run. So the C++ consumer is compiled,
+linked and run against the libraries of the 2.13.0 CPU wheel in pip's
+find-links (``PIP_FIND_LINKS`` or ``pip config list``; /opt/wheels holds
+torch 2.13.0+cpu cp311), and the file patch 0003 changes is the real 2.14.1
+one: TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (scripts/check_patches.py's
+cache). For a shared, CPU-only torch it differs from a Linux CPU one only in
+configured values of the static-library and CUDA branches that are not taken
+here, and it loads the 2.13.0 Caffe2Config.cmake next to it through
+find_dependency(Caffe2). The tests skip when a wheel is unreachable or when
+cmake, ninja, a C++ compiler or Python's embedding library are missing.
 
 * ``test_consumer_builds_against_wheel``: configure with
   ``Torch_DIR=<wheel>/torch/share/cmake/Torch`` and ``-DWITH_TORCH_PYTHON=ON``,
   build (one small file including <ATen/Parallel.h> and
-  <torch/csrc/Layout.h>, not <torch/torch.h>, to keep it short) and run it.
+  <torch/csrc/Layout.h>, not <torch/torch.h>, to keep it short) and run it
+  (2.13.0 throughout).
+* ``test_patch_0003_context_is_in_every_torchconfig``: the lines patch 0003
+  replaces are in the 2.13.0 TorchConfig.cmake and in that of every 2.14.1
+  wheel at hand (macOS arm64, Windows x86_64 and Linux x86_64 where cached),
+  so the behaviour tested below is that of 2.14.1.
 * ``test_conda_layout_configures``: lays the wheel's files out like the
   feedstock installs them (headers only in $PREFIX/include, libraries in
   $PREFIX/lib, an otherwise empty $SP_DIR/torch/include) with patch 0003
-  applied to both TorchConfig.cmake copies, and checks that configuring with
-  Torch_DIR from $PREFIX/share and from site-packages both find the headers
-  in $PREFIX/include and libtorch_python next to the config.
+  applied to both TorchConfig.cmake copies (2.13.0's and 2.14.1's, one run
+  each), and checks that configuring with Torch_DIR from $PREFIX/share and
+  from site-packages both find the headers in $PREFIX/include and
+  libtorch_python next to the config.
 """
 
 from __future__ import annotations
@@ -26,6 +45,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import check_patches
 import pytest
 from feedstock.paths import REPO as ROOT
 
@@ -188,7 +208,37 @@ def patch_0003_replacement() -> tuple[str, str]:
     return sub(old), sub(new)
 
 
-def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Path):
+def torchconfig_2_14_1() -> str:
+    """TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (cached by scripts/check_patches.py)."""
+    try:
+        wheel = check_patches.download_wheel()
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel not reachable: {exc}")
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode()
+
+
+def test_patch_0003_context_is_in_every_torchconfig(wheel_tree: Path) -> None:
+    old, _ = patch_0003_replacement()
+    configs = {
+        "2.13.0 (find-links)": (wheel_tree / "share/cmake/Torch/TorchConfig.cmake").read_text(),
+        "2.14.1 macOS arm64": torchconfig_2_14_1(),
+    }
+    for cached in sorted(check_patches.cache_dir().glob(f"*/torch-{check_patches.TORCH_VERSION}-*.whl")):
+        with zipfile.ZipFile(cached) as zf:
+            text = zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode()
+        configs[cached.name] = text.replace("\r\n", "\n")  # the Windows wheel has CRLF endings
+    missing = [name for name, text in configs.items() if old not in text]
+    assert not missing, f"patch 0003's context is not in the TorchConfig.cmake of {missing}"
+
+
+@pytest.mark.parametrize("config_version", ["2.13.0", "2.14.1"])
+def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Path, config_version: str):
+    torchconfig = (
+        (wheel_tree / "share/cmake/Torch/TorchConfig.cmake").read_text()
+        if config_version == "2.13.0"
+        else torchconfig_2_14_1()
+    )
     prefix = tmp_path / "prefix"
     sp_torch = prefix / "lib" / "python3.11" / "site-packages" / "torch"
     (prefix / "lib").mkdir(parents=True)
@@ -201,12 +251,11 @@ def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Pa
         (sp_torch / "lib" / lib.name).symlink_to(prefix / "lib" / lib.name)
 
     old, new = patch_0003_replacement()
+    assert old in torchconfig, f"patch 0003 context does not match the {config_version} TorchConfig.cmake"
     for share in (prefix / "share", sp_torch / "share"):
         shutil.copytree(wheel_tree / "share", share, symlinks=True)
         cfg = share / "cmake" / "Torch" / "TorchConfig.cmake"
-        text = cfg.read_text()
-        assert old in text, "patch 0003 context does not match the 2.13.0 TorchConfig.cmake"
-        cfg.write_text(text.replace(old, new, 1))
+        cfg.write_text(torchconfig.replace(old, new, 1))
 
     for name, torch_dir in (
         ("prefix", prefix / "share" / "cmake" / "Torch"),

@@ -15,6 +15,13 @@ PATCHES = sorted(PATCH_DIR.glob("*.patch"))
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
+def recipe_version() -> str:
+    """The PyTorch version recipe/meta.yaml builds (its ``{% set version = "..." %}``)."""
+    m = re.search(r'^\{%\s*set\s+version\s*=\s*"([^"]+)"\s*%\}', META.read_text(encoding="utf-8"), re.M)
+    assert m, "recipe/meta.yaml sets no version"
+    return m.group(1)
+
+
 def parse(text: str) -> list[dict]:
     """Return one dict per file diff; raise AssertionError on malformed hunks."""
     lines = text.splitlines()
@@ -68,8 +75,9 @@ def test_patch_is_well_formed(patch: Path):
     head = text.split("\n---\n", 1)[0]
     assert head.startswith("From "), "git format-patch style: starts with 'From '"
     assert re.search(r"^Subject: ", head, re.M), "Subject: header missing"
-    checked = re.findall(r"^Checked against: PyTorch v2\.13\.0\b.*\S", head, re.M)
-    assert checked, "header needs a 'Checked against: PyTorch v2.13.0 (...)' line"
+    version = recipe_version()
+    checked = re.findall(rf"^Checked against: PyTorch v{re.escape(version)}\b.*\S", head, re.M)
+    assert checked, f"header needs a 'Checked against: PyTorch v{version} (...)' line (meta.yaml's version)"
     body = head.split("\n\n", 1)[1] if "\n\n" in head else ""
     assert len(body.replace(checked[0], "").strip()) > 80, "header must explain why"
     assert re.match(r"\d{4}-", patch.name), "name starts with a 4-digit number"
@@ -165,6 +173,17 @@ def test_cuda_only_patches_apply_only_in_cuda_configs():
         )
 
 
-def test_series_numbers_are_unique_and_consecutive():
+def readme_deleted_numbers() -> set[int]:
+    """Patch numbers listed in the first column of the README's "## Deleted" table."""
+    text = (PATCH_DIR / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Deleted\n", 1)[1].split("\n## ", 1)[0] if "\n## Deleted\n" in text else ""
+    return {int(m.group(1)) for m in re.finditer(r"^\|\s*`?(\d{4})\b", section, re.M)}
+
+
+def test_series_numbers_are_unique_and_every_gap_is_documented():
+    """Numbers go up from 0001; a number left out (a deleted patch) is listed under "Deleted"."""
     numbers = [int(p.name[:4]) for p in PATCHES]
-    assert numbers == list(range(1, len(PATCHES) + 1)), numbers
+    assert numbers == sorted(set(numbers)) and numbers[0] == 1, numbers
+    gaps = set(range(1, numbers[-1] + 1)) - set(numbers)
+    undocumented = gaps - readme_deleted_numbers()
+    assert not undocumented, f"numbers {sorted(undocumented)} missing without a line under '## Deleted'"

@@ -1,10 +1,13 @@
-"""recipe/patches against the real 2.13.0 files of an upstream torch wheel.
+"""recipe/patches against the real files of the upstream torch wheels of the recipe's version.
 
-The macOS arm64 wheel (the smallest) comes from PyPI through
-``scripts/check_patches.py``'s cache (``~/.cache/pytorch-feedstock/wheels``,
-or ``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``); ``$PYTORCH_FEEDSTOCK_TORCH_WHEEL``
-points at a local wheel instead. Which patched files a wheel holds is decided
-from its member list, not from a list kept here.
+The macOS arm64 and the Windows x86_64 wheel (the smallest; the Windows one with
+CRLF endings) come from PyPI through ``scripts/check_patches.py``'s cache
+(``~/.cache/pytorch-feedstock/wheels/<platform>``, or
+``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``) and are checked each on its own;
+``$PYTORCH_FEEDSTOCK_TORCH_WHEEL`` points at a local macOS wheel instead. The
+Linux x86_64 wheel (CUDA, 550 MB) joins only when a patched file can only be in
+it. Which patched files a wheel holds is decided from its member list, not from
+a list kept here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import check_patches
 import pytest
 from feedstock.paths import REPO as ROOT
+from test_patches import recipe_version
 
 PATCH_DIR = ROOT / "recipe" / "patches"
 README = PATCH_DIR / "README.md"
@@ -33,12 +37,15 @@ def _wheel(platform: str) -> Path:
         pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
 
 
-pytestmark = pytest.mark.slow  # fetches and unpacks the real torch wheel
+pytestmark = pytest.mark.slow  # fetches and unpacks the real torch wheels
+
+# Checked each on its own: every hunk must apply to each wheel that holds its file.
+PLATFORMS = (check_patches.DEFAULT_PLATFORM, "win_amd64")
 
 
-@pytest.fixture(scope="module")
-def wheels() -> list[Path]:
-    found = [_wheel(check_patches.DEFAULT_PLATFORM)]
+@pytest.fixture(scope="module", params=PLATFORMS)
+def wheels(request: pytest.FixtureRequest) -> list[Path]:
+    found = [_wheel(request.param)]
     # CUDA-only files (CUDA headers, include/THC) are only in a Linux CUDA wheel:
     # fetch it when a patch touches a file that may live there.
     with zipfile.ZipFile(found[0]) as zf:
@@ -61,23 +68,29 @@ def results(wheels: list[Path]) -> list[check_patches.PatchResult]:
     return check_patches.check(wheels)
 
 
-def test_wheel_is_2_13_0(wheels: list[Path]):
+def test_wheels_are_the_recipe_version(wheels: list[Path]) -> None:
+    assert recipe_version() == check_patches.TORCH_VERSION, "check_patches.py and recipe/meta.yaml disagree"
     for wheel in wheels:
         assert wheel.name.startswith(f"torch-{check_patches.TORCH_VERSION}-"), wheel
 
 
-def test_every_reachable_hunk_applies_without_fuzz(results: list[check_patches.PatchResult]):
+def test_every_reachable_hunk_applies_without_fuzz_or_offset(
+    results: list[check_patches.PatchResult],
+) -> None:
     print("\n" + check_patches.report(results))
     failed = [f"{r.patch}: {f.path}: {f.message}" for r in results for f in r.files if not f.ok]
     assert not failed, "\n".join(failed)
     fuzzy = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h["fuzz"]]
     assert not fuzzy, fuzzy
+    # rebased on this version: line numbers of the verifiable hunks are exact
+    moved = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h["offset"]]
+    assert not moved, moved
     assert any(r.reachable for r in results), "no patched file found in the wheel at all"
 
 
 def readme_wheel_column() -> dict[str, str]:
     """patch name -> first word of the 'wheel-verified' column of the README table."""
-    rows = {}
+    rows: dict[str, str] = {}
     header = None
     for line in README.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -90,7 +103,7 @@ def readme_wheel_column() -> dict[str, str]:
     return rows
 
 
-def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patches.PatchResult]):
+def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patches.PatchResult]) -> None:
     column = readme_wheel_column()
     expected = {"all": "yes", "partly": "partly", "none": "no"}
     assert sorted(column) == sorted(r.patch for r in results)
@@ -102,7 +115,9 @@ def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patche
     assert not wrong, f"README says / wheel shows: {wrong}"
 
 
-def test_unverified_files_name_the_upstream_version_compared(results: list[check_patches.PatchResult]):
+def test_unverified_files_name_the_upstream_version_compared(
+    results: list[check_patches.PatchResult],
+) -> None:
     for res in results:
         if res.coverage == "all":
             continue
