@@ -1,17 +1,20 @@
-"""The CI files: conda-smithy's generated ones and the hand-owned .github/workflows/tests.yml.
+"""The CI files: conda-smithy's generated ones, .ci/run and the cross-check command.
 
 conda-smithy's output (.github/workflows/conda-build.yml, .scripts/, .ci_support/) is checked
 against conda-smithy itself: ``test_files_match_a_fresh_rerender`` runs ``conda smithy rerender``
 on a copy of the feedstock and compares every generated file byte for byte, executable bits
 included. It needs conda-smithy (and network access for conda-forge-pinning); without them it
-skips, and the CI job that sets ``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1`` turns that skip into a
-failure. The remaining tests check this feedstock's own choices, which a smithy upgrade does not
-change: conda-forge.yml settings, the matrix against .ci_support, no hard-coded feedstock name,
-and the hand-owned workflow.
+skips, and ``scripts/run_cross_checks.py`` (which installs both and sets
+``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1``) turns that skip into a failure. The remaining tests check
+this feedstock's own choices, which a smithy upgrade does not change: conda-forge.yml settings,
+the matrix against .ci_support, no hard-coded feedstock name, no workflow but smithy's, and the
+cross-check command.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import re
 import shlex
@@ -19,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,7 +30,6 @@ import yaml
 from support.cross_checks import REQUIRE_ENV, unavailable
 
 SMITHY_WORKFLOW = Path(".github/workflows/conda-build.yml")
-HAND_OWNED_WORKFLOW = Path(".github/workflows/tests.yml")
 GENERATED_SCRIPTS = (
     ".github/workflows/conda-build.yml",
     ".scripts/build_steps.sh",
@@ -37,6 +40,7 @@ GENERATED_SCRIPTS = (
 # used when CONDA_SMITHY_RERENDER is unset and conda-smithy is on PATH; the feedstock copy's
 # directory is appended
 DEFAULT_RERENDER = "conda-smithy rerender --no-check-uptodate --feedstock_directory"
+IDENTITY = {"NAME": "t", "EMAIL": "t@example.invalid"}  # of the commits in scratch repositories
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +136,13 @@ def generated_files(root: Path) -> dict[str, tuple[bytes, bool]]:
     return found
 
 
+def git(repo: Path, *args: str) -> None:
+    who = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in IDENTITY.items()}
+    subprocess.run(
+        ["git", "-C", str(repo), *args], env={**os.environ, **who}, check=True, capture_output=True
+    )
+
+
 def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     command = os.environ.get("CONDA_SMITHY_RERENDER")
     if not command:
@@ -141,15 +152,8 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     copy = tmp_path / "feedstock"
     ignore = shutil.ignore_patterns(".git", "build_artifacts", "__pycache__", ".pytest_cache", ".ruff_cache")
     shutil.copytree(repo_root, copy, ignore=ignore, symlinks=True)
-    git_env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
     for args in (["init", "-q"], ["add", "-A", "-f", "."], ["commit", "-qm", "snapshot"]):
-        subprocess.run(["git", *args], cwd=copy, env=git_env, check=True, capture_output=True)
+        git(copy, *args)
     proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=2700)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     ours, theirs = generated_files(repo_root), generated_files(copy)
@@ -176,63 +180,79 @@ def test_cross_checks_fail_instead_of_skipping_when_required(repo_root: Path) ->
     assert f"{REQUIRE_ENV} is set but the cross-check cannot run" in strict.stdout
 
 
-# -- the hand-owned workflow ---------------------------------------------------------------------
+# -- no workflow but conda-smithy's; the cross-checks as one command -----------------------------
 
 
-def hand_owned_workflows(repo_root: Path) -> list[Path]:
-    return sorted(
-        p for p in (repo_root / ".github" / "workflows").glob("*.y*ml") if p != repo_root / SMITHY_WORKFLOW
-    )
+def test_the_only_workflow_is_conda_smithys(repo_root: Path) -> None:
+    """conda-smithy's linter (``conda smithy lint --conda-forge``, rule 15) rejects any other
+    workflow in a conda-forge feedstock: the cross-checks run as scripts/run_cross_checks.py."""
+    workflows = repo_root / ".github" / "workflows"
+    assert sorted(p.name for p in workflows.iterdir()) == [SMITHY_WORKFLOW.name]
 
 
-def check_workflow_schema(*paths: Path) -> subprocess.CompletedProcess[str]:
-    """check-jsonschema with the GitHub workflow schema it vendors from schemastore (offline)."""
-    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows"]
-    return subprocess.run([*command, *map(str, paths)], capture_output=True, text=True, timeout=300)
-
-
-def test_hand_owned_workflows_are_valid(repo_root: Path) -> None:
-    # conda-build.yml is smithy's: it writes `docker_run_args:` as null, which the schema rejects,
-    # and it is checked against a fresh rerender instead
-    workflows = hand_owned_workflows(repo_root)
-    assert repo_root / HAND_OWNED_WORKFLOW in workflows
-    proc = check_workflow_schema(*workflows)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_schema_check_rejects_a_job_without_a_runner(tmp_path: Path) -> None:
-    broken = tmp_path / "broken.yml"
-    broken.write_text("on: pull_request\njobs:\n  suite:\n    steps:\n      - run: bash .ci/run\n")
-    proc = check_workflow_schema(broken)
-    assert proc.returncode != 0
-    assert "$.jobs.suite" in proc.stdout
-
-
-@pytest.fixture(scope="module")
-def tests_workflow(repo_root: Path) -> dict[str, Any]:
-    return yaml.safe_load((repo_root / HAND_OWNED_WORKFLOW).read_text())
-
-
-def test_suite_job_runs_the_readme_test_command(repo_root: Path, tests_workflow) -> None:
-    suite = tests_workflow["jobs"]["suite"]
-    assert [s["run"] for s in suite["steps"] if "run" in s] == ["bash .ci/run"]
-    assert "pull_request" in tests_workflow[True]  # YAML 1.1 reads the `on:` key as True
+def test_ci_run_is_the_readme_test_command(repo_root: Path) -> None:
     ci_command = (repo_root / ".ci" / "run").read_text().rstrip().splitlines()[-1]
     readme_lines = (repo_root / "README.md").read_text().splitlines()
     assert ci_command in readme_lines, ".ci/run must run exactly the README's test command"
 
 
-def test_cross_checks_job_runs_the_cross_checks_with_the_tools(repo_root: Path, tests_workflow) -> None:
-    job = tests_workflow["jobs"]["cross-checks"]
-    assert job["env"][REQUIRE_ENV] == "1"
-    setup = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("mamba-org/setup-micromamba"))
-    packages = setup["with"]["create-args"].split()
-    assert {"conda-build", "conda-smithy"} <= set(packages)
-    pytest_run = next(s["run"] for s in job["steps"] if "pytest" in s.get("run", ""))
-    nodes = [w for w in shlex.split(pytest_run) if "::" in w]
+@pytest.fixture(scope="module")
+def runner() -> ModuleType:
+    return importlib.import_module("run_cross_checks")  # scripts/ is on the tests' import path
+
+
+def test_the_cross_check_command_names_real_tests(repo_root: Path, runner: ModuleType) -> None:
+    """A renamed test would leave the command collecting nothing (or failing on a missing node)."""
+    nodes = list(runner.CROSS_CHECKS)
     assert "tests/test_render_recipe.py::test_matches_conda_build_render" in nodes
     assert "tests/test_ci_scripts.py::test_files_match_a_fresh_rerender" in nodes
-    # the node ids must still name real tests: a renamed test would leave the job collecting nothing
+    assert runner.REQUIRE_ENV == REQUIRE_ENV
     collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *nodes]
     proc = subprocess.run(collect, cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for node in nodes:
+        assert node in proc.stdout, f"{node} collects nothing"
+
+
+def test_the_cross_check_tools_are_the_pinned_versions(runner: ModuleType) -> None:
+    refs = {s.name: s.ref for s in runner.SOURCES}
+    assert refs["conda"] == "26.7.1"
+    assert refs["conda-build"] == "26.7.1"
+    assert refs["conda-smithy"] == "v2026.8.5"
+    packages = [s for s in runner.SOURCES if s.package]
+    assert [s.version for s in packages] == ["26.7.1", "26.7.1", "2026.8.5", "1.4.15"]
+
+
+def test_sources_are_taken_from_a_local_repository_at_the_pinned_ref(
+    runner: ModuleType, tmp_path: Path
+) -> None:
+    """The offline path: --sources holds git repositories; the pinned tag is extracted, not the
+    checkout, and tests/ is left out."""
+    repo = tmp_path / "sources" / "conda"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "big.dat").write_text("left out\n")
+    (repo / "pyproject.toml").write_text("tagged\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "one")
+    git(repo, "tag", "26.7.1")
+    (repo / "pyproject.toml").write_text("after the tag\n")
+    git(repo, "commit", "-qam", "two")
+    conda = next(s for s in runner.SOURCES if s.name == "conda")
+    assert runner.take_local(conda, tmp_path / "sources", tmp_path / "out") is None
+    assert (tmp_path / "out" / "pyproject.toml").read_text() == "tagged\n"
+    assert not (tmp_path / "out" / "tests").exists()
+    later = dataclasses.replace(conda, ref="26.8.0")
+    assert runner.take_local(later, tmp_path / "sources", tmp_path / "out2") == "conda 26.8.0 in conda/"
+
+
+def test_missing_sources_are_named_in_one_line(repo_root: Path, tmp_path: Path) -> None:
+    script = repo_root / "scripts" / "run_cross_checks.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--sources", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for name in ("conda/", "conda-build/", "conda-smithy/", "rattler-build-conda-compat/"):
+        assert name in lines[0]

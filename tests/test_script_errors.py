@@ -115,6 +115,13 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     # demo_megabuild.py
     "demo_megabuild-unknown-python": Case(S / "demo_megabuild.py", ("--pythons", "2.7")),
     "demo_megabuild-unknown-config": Case(S / "demo_megabuild.py", ("--config", "nosuch")),
+    # run_cross_checks.py and the lint step it runs in its environment
+    "run_cross_checks-missing-sources": Case(S / "run_cross_checks.py", ("--sources", MISSING)),
+    "run_cross_checks-empty-sources": Case(S / "run_cross_checks.py", ("--sources", f"{BAD}/empty")),
+    "run_cross_checks-unknown-source": Case(S / "run_cross_checks.py", ("--ref", "nosuch=1.0")),
+    "run_cross_checks-ref-not-a-version": Case(S / "run_cross_checks.py", ("--ref", "conda=main")),
+    "run_cross_checks-missing-python": Case(S / "run_cross_checks.py", ("--python", MISSING)),
+    "smithy_lint-missing-pinning": Case(S / "cross_checks" / "smithy_lint.py", ("--pinning", MISSING)),
     # build-locally.py and build_all.py (converted on branch issue11)
     "build-locally-unknown-config": Case(REPO / "build-locally.py", ("nosuch",)),
     "build-locally-bad-flag": Case(REPO / "build-locally.py", ("--no-such-flag",)),
