@@ -107,6 +107,15 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     "upstream_versions-missing-feedstock": Case(
         S / "upstream_versions.py", (f"{BAD}/empty", "--feedstock", MISSING)
     ),
+    # bump_version.py
+    "bump_version-malformed-version": Case(S / "bump_version.py", ("2.15", "--offline")),
+    "bump_version-unknown-platform": Case(S / "bump_version.py", ("99.0.0", "--platforms", "nosuch")),
+    "bump_version-nothing-cached": Case(
+        S / "bump_version.py", ("99.0.0", "--offline", "--cache", f"{BAD}/empty")
+    ),
+    "bump_version-missing-feedstock": Case(
+        S / "bump_version.py", ("99.0.0", "--offline", "--feedstock", MISSING)
+    ),
     # bench_cache.py
     "bench_cache-missing-cache": Case(S / "bench_cache.py", (MISSING,)),
     "bench_cache-malformed-cache": Case(S / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),

@@ -1,0 +1,197 @@
+"""Upstream's torch wheels of one version: found in the cache or downloaded, and what they say.
+
+The cache is the one tests/test_patches_wheel.py and check_patches.py use
+(``~/.cache/pytorch-feedstock/wheels/<pip platform tag>/``, or ``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``),
+so a wheel downloaded once serves all three.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.message import Message
+from email.parser import HeaderParser
+from pathlib import Path
+
+from ..errors import FeedstockError
+from .platforms import Platform
+from .tools import pip_download
+
+DOWNLOAD_TIMEOUT = 1800.0  # seconds; the linux CUDA wheel is over 500 MB
+# pip's words for "the index could not be reached" (urllib3 / requests / the resolver).
+_NETWORK_ERRORS = (
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "ConnectTimeoutError",
+    "ProxyError",
+)
+_FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+_PYTHON_CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)")
+
+
+class WheelInputError(FeedstockError):
+    """No wheel of the version can be had at all: bad input, not a finding."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """What a wheel's ``.dist-info`` and ``torch/version.py`` say."""
+
+    path: Path
+    version: str
+    python: str  # the CPython of its tag, ``3.12``
+    requires_python: str  # "" when the METADATA has none
+    requires_dist: tuple[str, ...]
+    classifier_pythons: tuple[str, ...]  # ``Programming Language :: Python :: 3.X``
+    generator: str  # WHEEL's Generator:, e.g. ``scikit-build-core 1.1.1``
+    local_version: str  # ``cu130`` of ``2.14.1+cu130`` in torch/version.py, "" for none
+
+
+@dataclass(frozen=True)
+class Fetched:
+    platform: Platform
+    wheel: WheelFacts
+    how: str  # cached | downloaded
+
+
+@dataclass(frozen=True)
+class Missing:
+    platform: Platform
+    reason: str
+    network: bool = False  # pip could not reach the index
+    versions_seen: tuple[str, ...] = ()  # the versions pip saw for this platform
+
+
+def _dist_info_file(archive: zipfile.ZipFile, name: str) -> Message:
+    members = [m for m in archive.namelist() if m.count("/") == 1 and m.endswith(f".dist-info/{name}")]
+    if len(members) != 1:
+        raise FeedstockError(f"{archive.filename}: {len(members)} .dist-info/{name} files, expected 1")
+    return HeaderParser().parsestr(archive.read(members[0]).decode("utf-8"))
+
+
+def _local_version(archive: zipfile.ZipFile) -> str:
+    try:
+        text = archive.read("torch/version.py").decode("utf-8")
+    except KeyError:
+        return ""
+    found = re.search(r"^__version__ = '[^'+]*\+([^']+)'", text, re.M)
+    return found.group(1) if found else ""
+
+
+def python_of_tag(wheel: Path) -> str:
+    """``3.12`` for ``torch-2.15.0-cp312-cp312-...whl``."""
+    parts = wheel.name.split("-")
+    tag = parts[2] if len(parts) >= 5 else ""
+    if not re.fullmatch(r"cp3\d+", tag):
+        raise FeedstockError(f"{wheel.name}: not a CPython wheel name (python tag {tag!r})")
+    return f"3.{tag[3:]}"
+
+
+def read_wheel(path: Path) -> WheelFacts:
+    """The facts of one wheel; an unreadable one is a one-line error."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            metadata = _dist_info_file(archive, "METADATA")
+            wheel = _dist_info_file(archive, "WHEEL")
+            local = _local_version(archive)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise FeedstockError(f"cannot read wheel {path}: {exc}") from None
+    classifiers = [str(c) for c in metadata.get_all("Classifier") or []]
+    return WheelFacts(
+        path=path,
+        version=str(metadata.get("Version", "")),
+        python=python_of_tag(path),
+        requires_python=str(metadata.get("Requires-Python", "")).strip(),
+        requires_dist=tuple(str(r) for r in metadata.get_all("Requires-Dist") or []),
+        classifier_pythons=tuple(m.group(1) for m in map(_PYTHON_CLASSIFIER.fullmatch, classifiers) if m),
+        generator=str(wheel.get("Generator", "")).strip(),
+        local_version=local,
+    )
+
+
+def cached_wheel(cache: Path, platform: Platform, version: str, pythons: Sequence[str]) -> Path | None:
+    """A cached wheel of ``version`` for ``platform``, the first of ``pythons`` that has one."""
+    found = sorted((cache / platform.pip_tag).glob(f"torch-{version}-cp3*.whl"))
+    by_python = {python_of_tag(w): w for w in found}
+    for python in pythons:
+        if python in by_python:
+            return by_python[python]
+    return found[0] if found else None
+
+
+def _missing_from_pip(platform: Platform, output: str) -> Missing:
+    """Why pip found no wheel: its last error line, whether it reached the index, what it saw."""
+    errors = [line.strip() for line in output.splitlines() if line.startswith("ERROR:")]
+    said = errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
+    seen = _FROM_VERSIONS.search(output)
+    versions = (
+        tuple(v.strip() for v in seen.group(1).split(",") if v.strip() not in ("", "none")) if seen else ()
+    )
+    return Missing(platform, said, any(word in output for word in _NETWORK_ERRORS), versions)
+
+
+def download(cache: Path, platform: Platform, version: str, pythons: Sequence[str]) -> Fetched | Missing:
+    """``pip download`` the wheel for the first of ``pythons`` whose Requires-Python admits it."""
+    dest = cache / platform.pip_tag
+    dest.mkdir(parents=True, exist_ok=True)
+    misses: list[Missing] = []
+    for python in pythons:
+        output = pip_download(f"torch=={version}", platform.pip_tag, python, dest, DOWNLOAD_TIMEOUT)
+        if output is None:
+            path = cached_wheel(cache, platform, version, [python])
+            if path is not None:
+                return Fetched(platform, read_wheel(path), "downloaded")
+            output = f"pip download left no torch {version} wheel in {dest}"
+        misses.append(_missing_from_pip(platform, output))
+        if misses[-1].network:
+            return misses[-1]  # another Python will not reach the index either
+    if not misses:
+        return Missing(platform, "no Python to ask for")
+    # each Python sees the versions whose Requires-Python admits it: together, what the index has
+    seen = tuple(sorted({v for m in misses for v in m.versions_seen}, key=_version_key))
+    newest = f" (the newest there: {seen[-1]})" if seen else ""
+    return Missing(
+        platform, f"no torch {version} wheel for {platform.pip_tag} on the index{newest}", False, seen
+    )
+
+
+def fetch(
+    cache: Path, platform: Platform, version: str, pythons: Sequence[str], offline: bool
+) -> Fetched | Missing:
+    """The wheel from the cache, else (unless ``offline``) from the index."""
+    path = cached_wheel(cache, platform, version, pythons)
+    if path is not None:
+        return Fetched(platform, read_wheel(path), "cached")
+    if offline:
+        return Missing(platform, f"no cached torch {version} wheel in {cache / platform.pip_tag} (--offline)")
+    return download(cache, platform, version, pythons)
+
+
+def no_wheel_at_all(version: str, missing: list[Missing], offline: bool) -> WheelInputError:
+    """The one-line error when no platform has a wheel: no network, nothing cached, or no such version."""
+    if any(m.network for m in missing):
+        first = next(m for m in missing if m.network)
+        return WheelInputError(f"no network: pip cannot reach the package index ({first.reason})")
+    if offline:
+        places = ", ".join(m.platform.pip_tag for m in missing)
+        return WheelInputError(
+            f"no cached torch {version} wheel for any of {places} (--offline; run without it to download)"
+        )
+    seen = sorted({v for m in missing for v in m.versions_seen}, key=_version_key)
+    if not seen:  # torch is on every index pip may use: one that lists no version at all did not answer
+        return WheelInputError(f"no network: the package index listed no torch version ({missing[0].reason})")
+    newest = ", ".join(seen[-3:])
+    return WheelInputError(
+        f"unknown version: no torch {version} wheel on the index (the newest there: {newest})"
+    )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
