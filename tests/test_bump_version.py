@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from feedstock.bump.listings import listing_text, read_listing
+from feedstock.bump.listings import current_listing, listing_text, read_listing
+from feedstock.bump.platforms import BY_NAME
+from feedstock.bump.recipe import config_for, python_minor
 from feedstock.bump.tools import Row, wheel_rows
+from feedstock.configs import list_configs
 from feedstock.paths import REPO, SCRIPTS
 
 SCRIPT = SCRIPTS / "bump_version.py"
@@ -331,3 +334,30 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
     assert res.stderr.startswith("bump_version.py: error: no network: "), res.stderr
     assert res.stderr.count("\n") == 1
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
+
+
+def test_a_wheel_is_split_with_the_config_of_the_nearest_cuda() -> None:
+    """2.15.0's linux wheels are CUDA 13.2: the CUDA 13.0 config's tests answer them, not 12.6's."""
+    configs = list_configs(REPO)
+    chosen = config_for(configs, "linux-64", "13.2", "3.12")
+    assert chosen is not None and chosen.get("cuda_compiler_version") == ["13.0"]
+    assert chosen.get("blas_impl") == ["generic"]
+    cpu = config_for(configs, "osx-arm64", None, "3.12")
+    assert cpu is not None and [python_minor(v) for v in cpu.get("python")] == ["3.12"]
+
+
+def test_listings_ahead_of_the_recipe_are_compared_with(tmp_path: Path) -> None:
+    """While a bump is under way tests/data may hold newer listings than the recipe's version."""
+    platform = BY_NAME["linux-64"]
+    for version in ("2.9.0", "2.10.1"):
+        (tmp_path / f"torch-{version}-cp312-linux_x86_64-cu130-files.tsv").write_text(
+            "path\tsize\texecutable\n"
+        )
+    (tmp_path / "torch-2.11.0-cp312-linux_aarch64-cu130-files.tsv").write_text("")
+    assert (
+        current_listing(tmp_path, "2.9.0", platform)
+        == tmp_path / "torch-2.9.0-cp312-linux_x86_64-cu130-files.tsv"
+    )
+    newest = current_listing(tmp_path, "2.8.0", platform)
+    assert newest == tmp_path / "torch-2.10.1-cp312-linux_x86_64-cu130-files.tsv"  # numeric, not text order
+    assert current_listing(tmp_path, "2.9.0", BY_NAME["osx-arm64"]) is None

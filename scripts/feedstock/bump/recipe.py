@@ -95,10 +95,18 @@ def cuda_of(local_version: str) -> str | None:
     return f"{found.group(1)}.{found.group(2)}" if found else None
 
 
-def _preference(config: Config, cuda: str | None, python: str) -> tuple[bool, bool, bool]:
-    """Lower is better: the wheel's own CUDA version, generic BLAS, the wheel's Python."""
+def _cuda_distance(config: Config, cuda: str | None) -> float:
+    """How far the config's CUDA is from the wheel's (0 for the same; none: a CPU wheel)."""
+    if cuda is None:
+        return 0.0
+    versions = [float(v) for v in config.get("cuda_compiler_version") if v != "None"]
+    return min((abs(v - float(cuda)) for v in versions), default=float("inf"))
+
+
+def _preference(config: Config, cuda: str | None, python: str) -> tuple[float, bool, bool]:
+    """Lower is better: the CUDA version nearest the wheel's, generic BLAS, the wheel's Python."""
     return (
-        cuda is not None and cuda not in config.get("cuda_compiler_version"),
+        _cuda_distance(config, cuda),
         "generic" not in (config.get("blas_impl") or ["generic"]),
         python not in {python_minor(v) for v in config.get("python")},
     )

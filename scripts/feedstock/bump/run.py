@@ -144,6 +144,15 @@ def prepare(recipe: Recipe, fetched: Fetched) -> Checked:
     return Checked(fetched, wheel_rows(wheel.path), alias, outputs, spec, problem)
 
 
+def _compared(recipe: Recipe, current: Path, checked: Checked, count: int) -> Finding:
+    """Which listing the wheel is compared with (tests/data may be ahead of the recipe)."""
+    wheel = checked.fetched.wheel
+    ahead = lst.listing_version(current) != recipe.version
+    note = f"; tests/data is ahead of the recipe's {recipe.version}" if ahead else ""
+    text = f"{current.name} ({count:,} files) -> {wheel.path.name} ({len(checked.rows):,} files){note}"
+    return Finding("listings", Level.INFO, f"{checked.platform.subdir}: {text}")
+
+
 def listing_findings(recipe: Recipe, checked: Checked) -> list[Finding]:
     """The new listing against tests/data's listing of the current version, same platform."""
     platform = checked.platform
@@ -154,6 +163,7 @@ def listing_findings(recipe: Recipe, checked: Checked) -> list[Finding]:
     else:
         diff = lst.ListingDiff(platform, lst.read_listing(current), checked.rows)
         found = [
+            _compared(recipe, current, checked, len(diff.old)),
             *lst.library_findings(diff, checked.spec),
             *lst.header_findings(diff, checked.spec),
             *lst.top_dir_findings(diff),

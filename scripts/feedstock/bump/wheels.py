@@ -155,7 +155,7 @@ def download(cache: Path, platform: Platform, version: str, pythons: Sequence[st
     if not misses:
         return Missing(platform, "no Python to ask for")
     # each Python sees the versions whose Requires-Python admits it: together, what the index has
-    seen = tuple(sorted({v for m in misses for v in m.versions_seen}, key=_version_key))
+    seen = tuple(sorted({v for m in misses for v in m.versions_seen}, key=version_key))
     newest = f" (the newest there: {seen[-1]})" if seen else ""
     return Missing(
         platform, f"no torch {version} wheel for {platform.pip_tag} on the index{newest}", False, seen
@@ -184,7 +184,7 @@ def no_wheel_at_all(version: str, missing: list[Missing], offline: bool) -> Whee
         return WheelInputError(
             f"no cached torch {version} wheel for any of {places} (--offline; run without it to download)"
         )
-    seen = sorted({v for m in missing for v in m.versions_seen}, key=_version_key)
+    seen = sorted({v for m in missing for v in m.versions_seen}, key=version_key)
     if not seen:  # torch is on every index pip may use: one that lists no version at all did not answer
         return WheelInputError(f"no network: the package index listed no torch version ({missing[0].reason})")
     newest = ", ".join(seen[-3:])
@@ -193,5 +193,6 @@ def no_wheel_at_all(version: str, missing: list[Missing], offline: bool) -> Whee
     )
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
+    """``(2, 14, 1)`` for ``2.14.1``: versions in numeric order."""
     return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
