@@ -30,6 +30,7 @@ from feedstock.bump.listings import current_listing, listing_text, read_listing
 from feedstock.bump.platforms import BY_NAME
 from feedstock.bump.recipe import config_for, python_minor
 from feedstock.bump.tools import Row, wheel_rows
+from feedstock.bump.wheels import baseline_wheel
 from feedstock.configs import list_configs
 from feedstock.paths import REPO, SCRIPTS
 
@@ -361,3 +362,15 @@ def test_listings_ahead_of_the_recipe_are_compared_with(tmp_path: Path) -> None:
     newest = current_listing(tmp_path, "2.8.0", platform)
     assert newest == tmp_path / "torch-2.10.1-cp312-linux_x86_64-cu130-files.tsv"  # numeric, not text order
     assert current_listing(tmp_path, "2.9.0", BY_NAME["osx-arm64"]) is None
+
+
+def test_the_baseline_is_the_recipes_version_else_the_newest_older_one(tmp_path: Path) -> None:
+    """Generator and Requires-Python "before" come from a cached wheel of the version before."""
+    platform = BY_NAME["osx-arm64"]
+    (tmp_path / PIP_TAG).mkdir()
+    for version in ("2.9.0", "2.10.1", "2.11.0"):
+        (tmp_path / PIP_TAG / f"torch-{version}-cp312-cp312-{PIP_TAG}.whl").touch()
+    named = {v: tmp_path / PIP_TAG / f"torch-{v}-cp312-cp312-{PIP_TAG}.whl" for v in ("2.9.0", "2.10.1")}
+    assert baseline_wheel(tmp_path, platform, "2.9.0", "2.11.0", ["3.12"]) == named["2.9.0"]
+    assert baseline_wheel(tmp_path, platform, "2.8.0", "2.11.0", ["3.12"]) == named["2.10.1"]
+    assert baseline_wheel(tmp_path, platform, "2.8.0", "2.9.0", ["3.12"]) is None

@@ -65,7 +65,8 @@ def _requires_python(wheels: Sequence[WheelFacts]) -> dict[str, list[WheelFacts]
 def python_findings(recipe: Recipe, new: Sequence[WheelFacts], old: Sequence[WheelFacts]) -> list[Finding]:
     """The variant Pythons the new Requires-Python no longer admits, and the ones it adds."""
     olds = sorted({w.requires_python for w in old})
-    was = f" (torch {recipe.version}: {', '.join(olds) or 'none'})" if olds else ""
+    versions = sorted({w.version for w in old})
+    was = f" (torch {', '.join(versions)}: {', '.join(olds) or 'none'})" if olds else ""
     found: list[Finding] = []
     for text in _requires_python(new):
         found += _one_python_range(recipe, text, was, new[0].version)

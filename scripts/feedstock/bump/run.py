@@ -21,7 +21,7 @@ from .recipe import Recipe, config_for, cuda_of, minor_key, pick, read_recipe, r
 from .report import Finding, Level, Report
 from .split_run import Layout, split_findings
 from .tools import Row, SpecUnavailable, SplitSpec, sha256_of, wheel_rows
-from .wheels import Fetched, Missing, WheelFacts, cached_wheel, fetch, no_wheel_at_all, read_wheel
+from .wheels import Fetched, Missing, WheelFacts, baseline_wheel, fetch, no_wheel_at_all, read_wheel
 
 VERSION = re.compile(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?")
 
@@ -115,10 +115,10 @@ def wheel_findings(fetched: Sequence[Fetched], missing: Sequence[Missing]) -> li
 
 
 def baseline_wheels(options: Options, recipe: Recipe, pythons: Sequence[str]) -> dict[str, WheelFacts]:
-    """The recipe's current version's wheels that the cache holds (their METADATA and WHEEL)."""
+    """The cached wheels of the version before (their METADATA and WHEEL), per platform."""
     found: dict[str, WheelFacts] = {}
     for platform in options.platforms:
-        path = cached_wheel(options.cache, platform, recipe.version, pythons)
+        path = baseline_wheel(options.cache, platform, recipe.version, options.version, pythons)
         if path is not None:
             found[platform.subdir] = read_wheel(path)
     return found

@@ -126,6 +126,19 @@ def cached_wheel(cache: Path, platform: Platform, version: str, pythons: Sequenc
     return found[0] if found else None
 
 
+def baseline_wheel(
+    cache: Path, platform: Platform, current: str, new: str, pythons: Sequence[str]
+) -> Path | None:
+    """A cached wheel to compare the new one with: the recipe's version, else the newest cached
+    one older than ``new`` (the recipe may still name the version before the listings')."""
+    older = {p.name.split("-")[1] for p in (cache / platform.pip_tag).glob("torch-*-cp3*.whl")}
+    older = {v for v in older if version_key(v) < version_key(new)}
+    if not older:
+        return None
+    version = current if current in older else max(older, key=version_key)
+    return cached_wheel(cache, platform, version, pythons)
+
+
 def _missing_from_pip(platform: Platform, output: str) -> Missing:
     """Why pip found no wheel: its last error line, whether it reached the index, what it saw."""
     errors = [line.strip() for line in output.splitlines() if line.startswith("ERROR:")]
