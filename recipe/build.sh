@@ -98,7 +98,7 @@ export CMAKE_LIBRARY_PATH="$PREFIX/lib:$PREFIX/include${CMAKE_LIBRARY_PATH:+:$CM
 export Python_ROOT_DIR="$PREFIX"
 # conda-forge's Linux compiler activation puts -DCMAKE_FIND_ROOT_PATH=$PREFIX;$BUILD_PREFIX/<triplet>/sysroot
 # and CMAKE_FIND_ROOT_PATH_MODE_{INCLUDE,LIBRARY}=ONLY into CMAKE_ARGS (nvcc's activation appends a
-# second find root, and CMake uses the last), which patch 0002 passes to cmake. Every find_path()
+# second find root, and CMake uses the last), which scikit-build-core passes to cmake. Every find_path()
 # into the source tree is then re-rooted under $PREFIX and fails; FindMKLDNN (third_party/ideep)
 # just reports "MKLDNN source files not found!" and USE_MKLDNN turns OFF. Paths already under a
 # root are not re-rooted, so $SRC_DIR joins every entry. (macOS: no entry, CMAKE_ARGS unchanged.)
@@ -203,17 +203,16 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export USE_CUFILE=0
     export CUDA_VERSION="${cuda_compiler_version}"
     # nvcc lives in BUILD_PREFIX, the CUDA libraries and headers in PREFIX: without these
-    # (forwarded to CMake by patch 0008) FindCUDAToolkit takes nvcc's root for everything.
+    # (as -D options: 2.14's EnvVarForwarding does not forward these names; patch 0008 makes a
+    # given CUDAToolkit_ROOT_DIR win) FindCUDAToolkit takes nvcc's root for everything.
     case "${target_platform}" in
         linux-64) cuda_target=x86_64-linux ;;
         linux-aarch64) cuda_target=sbsa-linux ;;
         *) echo "build.sh: no CUDA target directory for ${target_platform}" >&2; exit 1 ;;
     esac
-    export CUDAToolkit_ROOT="$PREFIX"
-    export CUDAToolkit_ROOT_DIR="$PREFIX"
-    export CUDA_TOOLKIT_ROOT_DIR="$PREFIX"
-    export CUDAToolkit_BIN_DIR="${BUILD_PREFIX:-$PREFIX}/bin"
-    export CUDAToolkit_TARGET_DIR="$PREFIX/targets/${cuda_target}"
+    CMAKE_ARGS+=" -DCUDAToolkit_ROOT=${PREFIX} -DCUDAToolkit_ROOT_DIR=${PREFIX} -DCUDA_TOOLKIT_ROOT_DIR=${PREFIX}"
+    CMAKE_ARGS+=" -DCUDAToolkit_BIN_DIR=${BUILD_PREFIX:-$PREFIX}/bin -DCUDAToolkit_TARGET_DIR=${PREFIX}/targets/${cuda_target}"
+    export CMAKE_ARGS
     export NCCL_ROOT_DIR="$PREFIX"
     export MAGMA_HOME="$PREFIX"
     # The whole tree builds without MAGMA; only libtorch_cuda_linalg is built a

@@ -60,13 +60,22 @@ def test_top_level_script_does_not_use_with_magma() -> None:
     assert not re.search(r"\$\{?with_magma\b", text)
 
 
-def test_megabuild_python_agrees_between_meta_yaml_and_build_sh() -> None:
+def test_megabuild_python_agrees_between_meta_yaml_and_the_build_steps() -> None:
+    from megabuild.build.options import MEGABUILD_PYTHON
+
     meta = (RECIPE / "meta.yaml").read_text()
-    build = (RECIPE / "build.sh").read_text()
     in_meta = re.search(r'{%\s*set\s+megabuild_python\s*=\s*"([\d.]+)"\s*%}', meta)
-    in_build = re.search(r"^MEGABUILD_PYTHON=([\d.]+)$", build, re.M)
-    assert in_meta and in_build
-    assert in_meta.group(1) == in_build.group(1)
+    assert in_meta
+    assert in_meta.group(1) == MEGABUILD_PYTHON
+
+
+def test_build_sh_runs_no_setup_py_and_no_inline_program() -> None:
+    """build.sh sets the environment and calls the megabuild steps; scikit-build-core's setup.py
+    shim refuses `build`, and a bld.bat must be able to call the same steps."""
+    build = (RECIPE / "build.sh").read_text()
+    assert "setup.py" not in build
+    assert not re.search(r"<<-?\s*'?EOF", build), "an inline program (heredoc) in build.sh"
+    assert re.search(r'-m megabuild build "\$\{step\}"', build)
 
 
 def _helper_modules() -> list[Path]:

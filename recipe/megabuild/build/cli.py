@@ -3,6 +3,7 @@
     python -m megabuild build top-level        # PKG_NAME=libtorch-split
     python -m megabuild build pytorch [--full-wheel]
     python -m megabuild build forwarded-env    # what EnvVarForwarding.cmake would put in the cache
+    python -m megabuild build adopt [--build-dir build] [--source-dir .]   # run with the host Python
 
 Everything else comes from conda-build's environment (``PKG_NAME``, ``PY_VER``, ``SRC_DIR``,
 ``PREFIX``, ``SP_DIR``, ``RECIPE_DIR``, ``target_platform``, ``cuda_compiler_version``,
@@ -14,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
-from megabuild.build import forwarded_env, options, steps
+from megabuild.build import forwarded_env, options, skbuild_state, steps
 from megabuild.errors import MegabuildError
 
 
@@ -44,6 +46,13 @@ def _forwarded_env(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _adopt(args: argparse.Namespace) -> int:
+    adoption = skbuild_state.adopt(args.build_dir, args.source_dir, skbuild_state.installed_backend())
+    print(adoption.line())
+    skbuild_state.mark(args.build_dir)
+    return 0
+
+
 def register(groups: Any) -> None:
     parser = groups.add_parser("build", help="the recipe's build steps (top level, pytorch outputs)",
                                description=__doc__)  # fmt: skip
@@ -57,5 +66,9 @@ def register(groups: Any) -> None:
         help="pack libtorch into the wheel too, as scikit-build-core does by default (benchmarks)",
     )
     sub.set_defaults(handler=_pytorch)
+    sub = commands.add_parser("adopt", help="adopt build/ for this Python's scikit-build-core")
+    sub.add_argument("--build-dir", type=Path, default=Path("build"))
+    sub.add_argument("--source-dir", type=Path, default=Path("."))
+    sub.set_defaults(handler=_adopt)
     sub = commands.add_parser("forwarded-env", help="print the variables EnvVarForwarding.cmake forwards")
     sub.set_defaults(handler=_forwarded_env)

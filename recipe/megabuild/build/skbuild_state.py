@@ -118,7 +118,7 @@ def check_kept(build_dir: Path) -> None:
     """Raise if the marker is gone: the backend cleared the cache and everything was rebuilt."""
     if not (build_dir / MARKER).is_file():
         raise MegabuildError(
-            f"scikit-build-core cleared the CMake cache of {build_dir} (see 'clearing cache' in its "
-            "output): this output configured and rebuilt libtorch from scratch instead of only the "
-            "Python-dependent targets"
+            f"scikit-build-core cleared the CMake cache of {build_dir} (it logs 'clearing cache' only "
+            "at INFO level): this output configured and rebuilt libtorch from scratch instead of only "
+            "the Python-dependent targets"
         )
