@@ -43,6 +43,8 @@ def report(run: RunResult) -> None:
 
     print("\n== ninja edges re-run per step")
     top = run.step("libtorch-split")
+    backend = re.findall(r"^\s*\*\*\* (scikit-build-core \S+)", top.log.read_text(errors="replace"), re.M)
+    print(f"  (built by {backend[-1] if backend else 'NO scikit-build-core run found'}, every step)")
     for i, edges in enumerate(top.ninja_runs):
         label = "full build" if i == 0 else f"top-level run {i + 1}"
         print(f"  {label:<22} {len(edges):>4} edges  {ninja.by_target(edges)}")
@@ -57,13 +59,15 @@ def report(run: RunResult) -> None:
     for step in run.steps:
         if step.name == "pytorch":
             log = step.log.read_text(errors="replace")
-            ext = "torch._C compiled" if "building 'torch._C' extension" in log else "torch._C kept"
             kept = re.search(r"^build state: .*: put back (\d+) outputs", log, re.M)
             note = f"; build-state put back {kept[1]} outputs" if kept else ""
+            cleared = "; CACHE CLEARED" if "cleared the CMake cache" in log else "; cache kept"
+            packed = re.search(r"^bytes: .*; the wheel packed (\d+ files, [\d,]+ bytes)", log, re.M)
+            wheel = f"; wheel packed {packed[1]}" if packed else ""
             compiles = ninja.summary(step.ninja_ran)["compile"]
             print(
                 f"  {'pytorch py' + str(step.python):<22} {len(step.ninja_ran):>4} edges  "
-                f"{ninja.by_target(step.ninja_ran)}, {compiles} compiles; {ext}{note}"
+                f"{ninja.by_target(step.ninja_ran)}, {compiles} compiles{cleared}{note}{wheel}"
             )
     print("\n== time per step")
     for step in run.steps:

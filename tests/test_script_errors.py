@@ -121,6 +121,8 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     "bench_cache-malformed-cache": Case(S / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),
     "bench_cache-bad-repeat": Case(S / "bench_cache.py", ("--repeat", "many")),
     "bench_cache-zero-repeat": Case(S / "bench_cache.py", ("--repeat", "0")),
+    # bench_extra_python.py
+    "bench_extra_python-unknown-python": Case(S / "bench_extra_python.py", ("--pythons", "2.7,2.8")),
     # demo_megabuild.py
     "demo_megabuild-unknown-python": Case(S / "demo_megabuild.py", ("--pythons", "2.7")),
     "demo_megabuild-unknown-config": Case(S / "demo_megabuild.py", ("--config", "nosuch")),

@@ -66,7 +66,7 @@ def _run_pip(python: Path, source_dir: Path, settings: list[str]) -> list[str]:
     return lines
 
 
-def _record_bytes(sp_dir: Path, wheel_name: str) -> Bytes:
+def record_bytes(sp_dir: Path, wheel_name: str) -> Bytes:
     """Files and bytes of the wheel, from the installed ``RECORD`` (pip's .pyc have no size)."""
     dist = "-".join(wheel_name.split("-")[:2])
     record = sp_dir / f"{dist}.dist-info" / "RECORD"
@@ -81,7 +81,7 @@ def _record_bytes(sp_dir: Path, wheel_name: str) -> Bytes:
     return Bytes(files, size)
 
 
-def _installed_bytes(build_dir: Path, sp_dir: Path, prefix: Path) -> Bytes:
+def installed_bytes(build_dir: Path, sp_dir: Path, prefix: Path) -> Bytes:
     """``cmake --install``'s files, sized from where they ended up: site-packages (packed) or,
     for what the wheel excluded, libtorch's copy in the prefix (the same build outputs)."""
     manifest = build_dir / "install_manifest.txt"
@@ -112,7 +112,7 @@ def pip_install(
     wheel_name, wheel_size = created[-1].group(1), int(created[-1].group(2))
     return InstallResult(
         backend=backend[-1],
-        installed=_installed_bytes(source_dir / "build", sp_dir, prefix),
-        packed=_record_bytes(sp_dir, wheel_name),
+        installed=installed_bytes(source_dir / "build", sp_dir, prefix),
+        packed=record_bytes(sp_dir, wheel_name),
         wheel_size=wheel_size,
     )
