@@ -11,16 +11,16 @@ entries changed.
 
 Why: on Linux the gcc activation exports ``-DCMAKE_FIND_ROOT_PATH=$PREFIX;$BUILD_PREFIX/<triplet>/sysroot``
 with ``-DCMAKE_FIND_ROOT_PATH_MODE_{INCLUDE,LIBRARY}=ONLY``, and cuda-nvcc's activation appends a
-second ``-DCMAKE_FIND_ROOT_PATH=`` (CMake keeps the last). PyTorch's setup.py (recipe patch 0002)
-forwards ``$CMAKE_ARGS`` to cmake, so every ``find_path``/``find_library`` into the source tree
+second ``-DCMAKE_FIND_ROOT_PATH=`` (CMake keeps the last). scikit-build-core (PyTorch 2.14's
+backend) passes ``$CMAKE_ARGS`` to cmake, so every ``find_path``/``find_library`` into the source tree
 (FindMKLDNN's ``third_party/ideep``) is re-rooted under ``$PREFIX`` and finds nothing: USE_MKLDNN
 silently turns off. A path that already lies under a root is not re-rooted, hence ``$SRC_DIR``
 as an extra root in each entry.
 
-Tokens are split on whitespace exactly as the consumers split them: patch 0002 uses
-``str.split()``, conda recipes expand ``$CMAKE_ARGS`` unquoted. Neither removes quotes, so
-``shlex`` would be wrong here: re-joining with ``shlex.join`` quotes every token containing ``;``
-and the quotes would reach cmake literally. A root containing whitespace or ``;`` cannot be
+Tokens are split on whitespace: conda recipes expand ``$CMAKE_ARGS`` unquoted (no quote removal),
+scikit-build-core splits it like a shell (``shlex.split``). The output is read the same both ways
+as long as it holds no quotes, so none are added: re-joining with ``shlex.join`` would quote every
+token containing ``;`` and the quotes would reach cmake literally through an unquoted expansion. A root containing whitespace or ``;`` cannot be
 expressed in such a value and is an error, as is a quoted find-root token (its meaning to the
 consumers is ambiguous).
 """
