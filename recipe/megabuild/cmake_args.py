@@ -18,9 +18,10 @@ silently turns off. A path that already lies under a root is not re-rooted, henc
 as an extra root in each entry.
 
 Tokens are split on whitespace: conda recipes expand ``$CMAKE_ARGS`` unquoted (no quote removal),
-scikit-build-core splits it like a shell (``shlex.split``). The output is read the same both ways
-as long as it holds no quotes, so none are added: re-joining with ``shlex.join`` would quote every
-token containing ``;`` and the quotes would reach cmake literally through an unquoted expansion. A root containing whitespace or ``;`` cannot be
+scikit-build-core splits it like a shell (``shlex.split``). The output is read the same both
+ways as long as it holds no quotes, so none are added: re-joining with ``shlex.join`` would quote
+every token containing ``;`` and the quotes would reach cmake literally through an unquoted
+expansion. A root containing whitespace or ``;`` cannot be
 expressed in such a value and is an error, as is a quoted find-root token (its meaning to the
 consumers is ambiguous).
 """

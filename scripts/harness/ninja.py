@@ -22,8 +22,8 @@ from feedstock.telemetry import edge_kind, edge_target, edges_between, parse_nin
 
 _STATUS = re.compile(r"^\s*\[(?P<k>\d+)/(?P<n>\d+)\] (?P<desc>.*)$")
 _DESC = re.compile(
-    r"^(?:Building (?:CXX|C) object|Linking (?:CXX|C) (?:shared library|shared module|static library|executable))"
-    r" (?P<out>\S+)"
+    r"^(?:Building (?:CXX|C) object"
+    r"|Linking (?:CXX|C) (?:shared library|shared module|static library|executable)) (?P<out>\S+)"
 )
 
 
