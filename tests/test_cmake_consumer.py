@@ -8,7 +8,7 @@ cuBLAS, cuDNN, NCCL, ... from pip's nvidia-* packages at link and run time;
 with none of that here, a consumer could at best be linked with
 -Wl,--allow-shlib-undefined and never run. So the C++ consumer is compiled,
 linked and run against the libraries of the 2.13.0 CPU wheel in pip's
-find-links (``PIP_FIND_LINKS`` or ``pip config list``; /opt/wheels holds
+find-links (``PIP_FIND_LINKS`` or ``pip config list``; on these machines it holds
 torch 2.13.0+cpu cp311), and the file patch 0003 changes is the real 2.14.1
 one: TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (scripts/check_patches.py's
 cache). For a shared, CPU-only torch it differs from a Linux CPU one only in
