@@ -56,8 +56,16 @@ class BuildOptions:
 
     @property
     def python(self) -> Path:
-        """The host env's interpreter: scikit-build-core runs in it (no build isolation)."""
+        """The host env's interpreter: scikit-build-core runs in it (no build isolation).
+        On Windows conda puts it at the prefix's top (%PREFIX%\\python.exe)."""
+        if self.is_windows:
+            return self.prefix / "python.exe"
         return self.prefix / "bin" / "python"
+
+    @property
+    def is_windows(self) -> bool:
+        """win-64: no symlinks (no link-back) and no lazy CUDA linalg library (no magma pass)."""
+        return self.target_platform.startswith("win-")
 
     @property
     def is_top_level_python(self) -> bool:

@@ -55,7 +55,7 @@ def top_level(opts: BuildOptions, env: Mapping[str, str]) -> None:
     # the installed tree of this prefix's pip install: staging moves its files (no copies)
     megabuild("split", "stage", "--spec", opts.split_spec, "--tree", opts.sp_dir / "torch",
               "--staging", opts.staging, *opts.split_args(), "--linalg-variant", "nomagma")  # fmt: skip
-    if opts.cuda:
+    if opts.cuda and not opts.is_windows:  # Windows: torch_cuda.dll links MAGMA itself
         _magma_variant(opts)
     megabuild("split", "verify", "--spec", opts.split_spec, "--staging", opts.staging, *opts.split_args())
     # the pristine cache every pytorch output starts from
@@ -98,6 +98,11 @@ def pytorch(opts: BuildOptions, env: Mapping[str, str], *, full_wheel: bool = Fa
     skbuild_state.check_kept(opts.build_dir)
     # libtorch's headers live in $PREFIX/include only (patches 0003/0004); what the wheel left
     # out (libtorch's libraries, CMake config) is linked to libtorch's files in the prefix.
+    if opts.is_windows:
+        # no symlinks: torch/__init__.py adds %PREFIX%\\Library\\bin (libtorch's DLLs) to the DLL
+        # search path, and the wheel.exclude above left libtorch's files out (README, Windows)
+        print("link-back: none on Windows (libtorch's DLLs load from Library\\bin)", flush=True)
+        return
     installed = ["libtorch", *(["libtorch-cuda-linalg"] if opts.cuda else [])]
     megabuild("split", "link-back", "--spec", opts.split_spec, "--prefix", opts.prefix,
               "--sp-dir", opts.sp_dir, "--target-platform", opts.target_platform,
