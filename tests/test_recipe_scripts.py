@@ -111,3 +111,45 @@ def test_helper_cli_reports_usage_errors_without_traceback() -> None:
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+
+
+# build.sh's forwarded variables (EnvVarForwarding.cmake) that do not apply on Windows, and why
+NOT_ON_WINDOWS = {
+    "USE_SYSTEM_NCCL": "no NCCL on Windows (USE_NCCL=0)",
+    "USE_PRIORITIZED_TEXT_FOR_LD": "GNU ld option (linux-aarch64)",
+    "USE_BREAKPAD": "set for linux-aarch64 only",
+    "CMAKE_LIBRARY_PATH": "set, from %LIBRARY_LIB%",
+}
+
+
+def _bat_code() -> str:
+    text = (RECIPE / "bld.bat").read_text()
+    remark = ("@REM", "REM ")
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().upper().startswith(remark))
+
+
+def test_bld_bat_sets_the_environment_only_and_runs_the_megabuild_steps() -> None:
+    code = _bat_code()
+    assert not re.search(r"\bsed\b", code), "cache edits go through `megabuild cache`, never sed"
+    assert "CMakeCache" not in code
+    assert not re.search(r"\bpython(\.exe)?\"?\s+-c\b", code), "no inline programs"
+    assert not re.search(r"^\s*(robocopy|xcopy|copy|move|del|rmdir)\b", code, re.M | re.I)
+    assert re.search(r'"%PREFIX%\\python\.exe" -m megabuild build %STEP%', code)
+    assert re.search(r'set "STEP=top-level"', code) and re.search(r'set "STEP=pytorch"', code)
+
+
+def test_bld_bat_names_the_variant_keys_as_conda_build_scans_them() -> None:
+    """conda-build's find_used_variables_in_batch_script only sees ``%key%``."""
+    code = _bat_code()
+    for key in ("megabuild", "cuda_compiler_version", "blas_impl"):
+        assert f"%{key}%" in code, key
+    assert "%with_magma%" not in code, "with_magma would split the top-level build"
+
+
+def test_bld_bat_sets_the_forwarded_variables_of_build_sh() -> None:
+    sh = (RECIPE / "build.sh").read_text()
+    exported = set(re.findall(r"^\s*export ((?:USE|BUILD|CMAKE)_[A-Z0-9_]+)=", sh, re.M))
+    bat = set(re.findall(r'^\s*set "((?:USE|BUILD|CMAKE)_[A-Z0-9_]+)=', _bat_code(), re.M))
+    missing = exported - bat - set(NOT_ON_WINDOWS)
+    assert not missing, f"bld.bat does not set {sorted(missing)} (build.sh does)"
+    assert len(exported & bat) >= 25
