@@ -53,7 +53,7 @@ def configs(repo_root: Path) -> dict[str, dict[str, list[str]]]:
     found = {
         p.stem: yaml.safe_load(p.read_text())
         for p in sorted((repo_root / ".ci_support").glob("*.yaml"))
-        if p.stem.startswith(("linux_", "osx_"))
+        if p.stem.startswith(("linux_", "osx_", "win_"))
     }
     if not found:
         pytest.skip(".ci_support has no linux/osx configs yet (rerender pending)")

@@ -213,7 +213,7 @@ def test_real_ci_support_configs_parse_and_have_unique_aliases() -> None:
     for config in configs:
         expected = yaml.safe_load(config.path.read_text())
         assert config.zip_keys == expected.get("zip_keys", [])
-        assert config.subdir in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64")
+        assert config.subdir in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")
     aliases = [short_alias(c, configs) for c in configs]
     assert len(set(aliases)) == len(aliases)
 

@@ -108,9 +108,20 @@ def test_no_config_file_name_contains_magma() -> None:
     assert [c.name for c in CONFIGS if "magma" in c.name.lower()] == []
 
 
-@pytest.mark.parametrize("config", [c for c in CONFIGS if _is_cuda(c)], ids=_ids)
+def _has_linalg(config: Config) -> bool:
+    """libtorch-cuda-linalg: Linux CUDA only (Windows builds no lazy linalg library)."""
+    return _is_cuda(config) and config.platform.startswith("linux")
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if _has_linalg(c)], ids=_ids)
 def test_cuda_config_lists_both_with_magma_values(config: Config) -> None:
     assert sorted(config.get("with_magma")) == ["false", "true"]
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c.platform.startswith("win")], ids=_ids)
+def test_win_config_has_no_with_magma(config: Config) -> None:
+    """The linalg output is skipped on win: with_magma must not reach its configs."""
+    assert "with_magma" not in config.values
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -132,14 +143,16 @@ def test_config_renders(config: Config) -> None:
 def test_output_set_matches_design(config: Config) -> None:
     outputs = _group(rendered(config.name))
     counts = {name: len(outs) for name, outs in outputs.items()}
-    megabuild = config.platform.startswith("linux")
+    megabuild = config.platform.startswith(("linux", "win"))
     pythons = sorted(o.variant.get("python", "?").split(".*")[0] for o in outputs.get("pytorch", []))
     if megabuild:
-        assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python on linux"
+        assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python on linux and win"
     else:
         assert len(pythons) == 1, "one Python per osx config"
     expected = {"libtorch": 1, "pytorch": len(PYTHONS_MEGABUILD) if megabuild else 1}
-    if _is_cuda(config):
+    if _is_cuda(config) and not _has_linalg(config):
+        expected["pytorch-gpu"] = 1
+    elif _is_cuda(config):
         expected.update({"libtorch-cuda-linalg": 2, "pytorch-gpu": 1})
         magma = sorted(o.variant["with_magma"] for o in outputs["libtorch-cuda-linalg"])
         assert magma == ["false", "true"], f"one linalg per with_magma, got {magma}"
@@ -202,7 +215,7 @@ def test_libtorch_and_linalg_pin_each_other(config: Config) -> None:
     outputs = _group(rendered(config.name))
     libtorch = _one(outputs, "libtorch")
     linalg_specs = _spec(libtorch.depends, "libtorch-cuda-linalg")
-    if not _is_cuda(config):
+    if not _has_linalg(config):
         assert linalg_specs == [] and "libtorch-cuda-linalg" not in outputs
         return
     (spec,) = linalg_specs
@@ -214,7 +227,7 @@ def test_libtorch_and_linalg_pin_each_other(config: Config) -> None:
     assert all(_matches(pytorch_spec, p) for p in outputs["pytorch"]), pytorch_spec
 
 
-@pytest.mark.parametrize("config", [c for c in CONFIGS if _is_cuda(c)], ids=_ids)
+@pytest.mark.parametrize("config", [c for c in CONFIGS if _has_linalg(c)], ids=_ids)
 def test_nomagma_forbids_libmagma_and_magma_requires_it(config: Config) -> None:
     linalg = {o.variant["with_magma"]: o for o in _group(rendered(config.name))["libtorch-cuda-linalg"]}
     assert "libmagma <0.0a0" in linalg["false"].constrains

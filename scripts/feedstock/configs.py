@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .errors import FeedstockError, capped
 
-PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64")
+PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64", "win_64")
 """Platforms an alias may start with (longest names first where one is a prefix of another)."""
 
 _KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*):\s*$")

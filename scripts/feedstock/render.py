@@ -263,6 +263,13 @@ def find_used_variables_in_shell_script(keys: Iterable[str], path: Path) -> set[
     }
 
 
+def find_used_variables_in_batch_script(keys: Iterable[str], path: Path) -> set[str]:
+    """Keys referenced as ``%key%`` in a batch script (conda-build: only this form, not ``!key!``
+    or ``%key:~0,2%``)."""
+    text = path.read_text(encoding="utf-8")
+    return {key for key in keys if key in text and re.search(rf"%{re.escape(key)}%", text)}
+
+
 def output_blocks(meta_text: str) -> list[str]:
     """The raw text of each ``- name:`` block under ``outputs:`` (conda-build's ``output_re``)."""
     match = _OUTPUTS_SECTION_RE.search(meta_text)
@@ -563,7 +570,7 @@ class _Renderer:
             PY3K="1" if py_ver.startswith("3") else "0",
             NPY_VER=".".join(numpy.split(".")[:2]),
             CONDA_NPY="".join(numpy.split(".")[:2]),
-            SHLIB_EXT=".dylib" if self.subdir.startswith("osx") else ".so",
+            SHLIB_EXT={"osx": ".dylib", "win": ".dll"}.get(self.subdir.split("-")[0], ".so"),
             CONDA_BUILD_STATE="RENDER",
             target_platform=self.subdir,
             build_platform=self.build_subdir,
@@ -703,10 +710,15 @@ class _Renderer:
         in_reqs = find_used_variables_in_text(keys, reqs_match.group()) if reqs_match else set()
         used = (all_used - in_reqs) | self._trim_run_only(in_reqs, out)
         script = out.get("script")
-        if isinstance(script, str) and script.endswith(".sh"):
+        if isinstance(script, str) and script.endswith((".sh", ".bat")):
             path = self.recipe_dir / script
+            scan = (
+                find_used_variables_in_shell_script
+                if script.endswith(".sh")
+                else find_used_variables_in_batch_script
+            )
             if path.is_file():
-                used |= find_used_variables_in_shell_script(keys, path)
+                used |= scan(keys, path)
         if "target_platform" in variant and not (out.get("build") or {}).get("noarch"):
             used.add("target_platform")
         if "channel_targets" in variant:
