@@ -151,6 +151,16 @@ def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenar
             Scenario("aarch64-gpu", p, ("pytorch",), CUDA, {"pytorch": "cuda126_generic_py*"}),
             Scenario("aarch64-cpu", p, ("pytorch",), None, {"pytorch": "cpu_generic_py*"}),
         ]
+    if "win-64" in pys:
+        p = "win-64"  # MKL only, no libtorch-cuda-linalg (torch_cuda.dll links MAGMA)
+        out += [
+            Scenario(
+                "win-gpu", p, ("pytorch",), "13.0", {"pytorch": "cuda*_mkl_py*", "libtorch-cuda-linalg": None}
+            ),
+            Scenario("win-cpu", p, ("pytorch",), None, {"pytorch": "cpu_mkl_py*"}),
+            Scenario("win-gpu-meta-no-gpu", p, ("pytorch-gpu",), None, unsat=True),
+            Scenario("win-nomkl", p, ("pytorch", "nomkl"), None, unsat=True),
+        ]
     for p, blas in (("osx-64", "mkl"), ("osx-arm64", "generic")):
         if p not in pys:
             continue

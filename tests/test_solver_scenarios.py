@@ -162,7 +162,7 @@ def test_osx_resolves_to_the_per_python_build(channel: Channel, platform: str, b
 
 def test_every_platform_offers_every_supported_python(records: dict[str, list[dict[str, Any]]]) -> None:
     found = solver_check.pythons_by_platform(records)
-    expected = {p: list(PYTHONS) for p in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64")}
+    expected = {p: list(PYTHONS) for p in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")}
     assert found == expected
 
 
