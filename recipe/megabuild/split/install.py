@@ -87,7 +87,9 @@ def plan_install(
     entries = walk_entries(source)
     if not entries:
         raise MegabuildError(f"staged output {source} is empty")
-    existing, problems = _prefix_problems(entries, prefix)
+    dests, problems = _destinations(spec, entries)
+    existing, prefix_problems = _prefix_problems(entries, dests, prefix)
+    problems += prefix_problems
     if existing and not overwrite:
         problems.insert(0, f"would overwrite {len(existing)} file(s) in the prefix: {format_paths(existing)}")
     problems[:0] = _foreign_problems(spec, name, entries)
@@ -99,7 +101,10 @@ def plan_install(
                 f"{len(big)} file(s) over {COPY_LIMIT} bytes: {format_paths(big)}"
             )
     replaced = set(existing)
-    moves = tuple(Move(source, prefix, e.relpath, e.size, e.relpath in replaced) for e in entries)
+    moves = tuple(
+        Move(source, prefix, e.relpath, e.size, dests[e.relpath] in replaced, _relocated(e.relpath, dests))
+        for e in entries
+    )
     plan = Plan(
         "install",
         "nothing was installed",
@@ -129,20 +134,64 @@ def _foreign_problems(spec: Spec, name: str, entries: list[Entry]) -> list[str]:
     ]
 
 
-def _prefix_problems(entries: list[Entry], prefix: Path) -> tuple[list[str], list[str]]:
-    """(files the install would replace, what in the prefix stands in the way)."""
+def _relocated(relpath: str, dests: dict[str, str]) -> str:
+    """The Move's ``dest_rel``: empty when the file keeps its tree path."""
+    dest = dests[relpath]
+    return "" if dest == relpath else dest
+
+
+def _destinations(spec: Spec, entries: list[Entry]) -> tuple[dict[str, str], list[str]]:
+    """(staged path -> path in the prefix, problems): the spec's install roots for the target
+    family (Windows: ``lib/*.dll`` -> ``Library/bin``, ...); elsewhere every path stays."""
+    dests: dict[str, str] = {}
+    unplaced: list[str] = []
+    by_dest: dict[str, list[str]] = {}
+    for entry in entries:
+        dest = spec.install_path(entry.relpath)
+        if dest is None:
+            unplaced.append(entry.relpath)
+            dest = entry.relpath
+        dests[entry.relpath] = dest
+        by_dest.setdefault(dest, []).append(entry.relpath)
+    problems: list[str] = []
+    family = spec.target_platform.partition("-")[0]
+    if unplaced:
+        problems.append(
+            f"{len(unplaced)} staged file(s) match no install root of {family} in the split spec: "
+            f"{format_paths(unplaced)}"
+        )
+    clashes = [f"{' and '.join(srcs)} -> {dest}" for dest, srcs in sorted(by_dest.items()) if len(srcs) > 1]
+    if clashes:
+        problems.append(f"staged files with the same place in the prefix: {format_paths(clashes)}")
+    moved_links = [
+        e.relpath for e in entries if e.is_link and _dirname(dests[e.relpath]) != _dirname(e.relpath)
+    ]
+    if moved_links:
+        problems.append(f"symlinks an install root moves to another directory: {format_paths(moved_links)}")
+    return dests, problems
+
+
+def _dirname(relpath: str) -> str:
+    return relpath.rpartition("/")[0]
+
+
+def _prefix_problems(
+    entries: list[Entry], dests: dict[str, str], prefix: Path
+) -> tuple[list[str], list[str]]:
+    """(files the install would replace, what in the prefix stands in the way); paths in the prefix."""
     existing: list[str] = []
     not_files: list[str] = []
     prefix_s = os.fspath(prefix)
     parents: set[str] = set()
     for entry in entries:
-        dst = os.path.join(prefix_s, entry.relpath)
+        rel = dests[entry.relpath]
+        dst = os.path.join(prefix_s, rel)
         if os.path.lexists(dst):
             if os.path.isdir(dst) and not os.path.islink(dst):
-                not_files.append(entry.relpath)
+                not_files.append(rel)
             else:
-                existing.append(entry.relpath)
-        rel_dir = entry.relpath.rpartition("/")[0]
+                existing.append(rel)
+        rel_dir = rel.rpartition("/")[0]
         while rel_dir and rel_dir not in parents:
             parents.add(rel_dir)
             rel_dir = rel_dir.rpartition("/")[0]

@@ -25,13 +25,21 @@ MAX_PROBLEMS = 12  # more would not fit one readable line
 
 @dataclass(frozen=True)
 class Move:
-    """Move ``src_root/rel`` to ``dest_root/rel``, setting aside what is there if ``replaces``."""
+    """Move ``src_root/rel`` to ``dest_root/dest_rel`` (``dest_rel``: ``rel`` unless given, e.g.
+    ``Library/bin/c10.dll`` for ``lib/c10.dll`` on Windows), setting aside what is there if
+    ``replaces``."""
 
     src_root: Path
     dest_root: Path
     rel: str
     size: int
     replaces: bool = False
+    dest_rel: str = ""
+
+    @property
+    def target_rel(self) -> str:
+        """The path under ``dest_root``."""
+        return self.dest_rel or self.rel
 
     @property
     def src(self) -> str:
@@ -39,7 +47,7 @@ class Move:
 
     @property
     def dst(self) -> str:
-        return os.path.join(os.fspath(self.dest_root), self.rel)
+        return os.path.join(os.fspath(self.dest_root), self.target_rel)
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,9 @@ def apply(plan: Plan, mover: Mover) -> None:
     try:
         for move in plan.moves:
             current = move.rel
-            mover.ensure_dir(move.dest_root, move.rel.rpartition("/")[0], move.src_root)
+            # a relocated file's new directories have no counterpart in the source to copy modes from
+            src_root = move.src_root if move.target_rel == move.rel else None
+            mover.ensure_dir(move.dest_root, move.target_rel.rpartition("/")[0], src_root)
             if move.replaces:
                 mover.set_aside(move.dst)
             mover.move(move.src, move.dst, move.size)

@@ -31,6 +31,7 @@ REQUIRED_VALUES = ("always", "cuda", "cpu", "never")
 LINALG = "libtorch-cuda-linalg"
 DROPPED = "_dropped"
 RULE_KEYS = {"pattern", "output", "required", "note", "prefix_link", "platforms"}
+INSTALL_ROOT_KEYS = {"pattern", "dest", "note"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TARGET_PLATFORM = re.compile(r"([a-z]+)-([a-z0-9_]+)")
 _FAMILY = re.compile(r"[a-z]+")
@@ -173,6 +174,24 @@ class OutputSpec:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class InstallRoot:
+    """Where ``split install`` puts a staged file matching *pattern*: the pattern's literal
+    leading directories (``base``) replaced by ``dest`` (``lib/*.dll`` -> ``Library/bin``)."""
+
+    pattern: str
+    dest: str
+    base: str  # "lib" for "lib/*.dll", "" for "**"
+    regex: re.Pattern[str] = field(compare=False, repr=False)
+
+    def place(self, relpath: str) -> str | None:
+        """*relpath*'s path in the prefix, or ``None`` if the pattern does not match it."""
+        if self.regex.match(relpath) is None:
+            return None
+        rest = relpath[len(self.base) + 1 :] if self.base else relpath
+        return f"{self.dest}/{rest}"
+
+
 @dataclass
 class Spec:
     path: Path
@@ -182,6 +201,8 @@ class Spec:
     rules: tuple[Rule, ...]  # only the rules that apply to target_platform, expanded for it
     target_platform: str = field(default_factory=host_target_platform)
     placeholders: dict[str, tuple[str, ...]] = field(default_factory=dict)  # for target_platform
+    # the target family's install destinations; empty: every file keeps its tree path
+    install_roots: tuple[InstallRoot, ...] = ()
     _strict: tuple[re.Pattern[str], ...] = field(default=(), repr=False)
     _by_head: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
     _wild: tuple[Rule, ...] = field(default=(), repr=False)
@@ -229,6 +250,18 @@ class Spec:
         if self.in_strict_area(relpath):
             return Classification(None, ())
         return Classification(self.default_output, ())
+
+    def install_path(self, relpath: str) -> str | None:
+        """Where ``split install`` puts the staged *relpath* in the prefix: the first matching
+        install root's destination; the path itself without install roots; ``None`` if the
+        target family has install roots and none matches."""
+        if not self.install_roots:
+            return relpath
+        for root in self.install_roots:
+            placed = root.place(relpath)
+            if placed is not None:
+                return placed
+        return None
 
     def staging_name(self, output: str, variant: str | None) -> str:
         """Directory name of *output* under the staging root."""
@@ -379,9 +412,61 @@ def load_spec(path: str | Path | None = None, target_platform: str | None = None
         raise MegabuildError(f"{where}: 'rules' must be a non-empty list")
     context = _RuleContext(where, outputs, default_output, table, target)
     rules = [rule for i, item in enumerate(raw_rules) if (rule := _load_rule(i, item, context)) is not None]
+    roots = _load_install_roots(raw.get("install_roots"), where, table).get(family, ())
     return Spec(
-        spec_path, default_output, tuple(strict_patterns), outputs, tuple(rules), target, placeholders
+        spec_path, default_output, tuple(strict_patterns), outputs, tuple(rules), target, placeholders, roots
     )
+
+
+def _load_install_roots(
+    raw: object, where: str, table: dict[str, dict[str, tuple[str, ...]]]
+) -> dict[str, tuple[InstallRoot, ...]]:
+    """The ``install_roots`` table: family -> ordered destinations (first match wins)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise MegabuildError(f"{where}: 'install_roots' must be a non-empty object (family -> list)")
+    loaded: dict[str, tuple[InstallRoot, ...]] = {}
+    for family, items in raw.items():
+        label = f"{where}: install_roots.{family}"
+        if not isinstance(family, str) or not _FAMILY.fullmatch(family) or (table and family not in table):
+            raise MegabuildError(f"{label}: not a platform family of the spec's 'platforms' table")
+        if not isinstance(items, list) or not items:
+            raise MegabuildError(f"{label}: must be a non-empty list of {{pattern, dest}}")
+        placeholders = table.get(family, {})
+        loaded[family] = tuple(
+            _load_install_root(item, f"{label}[{i}]", table, placeholders) for i, item in enumerate(items)
+        )
+    return loaded
+
+
+def _load_install_root(
+    item: object,
+    label: str,
+    table: dict[str, dict[str, tuple[str, ...]]],
+    placeholders: dict[str, tuple[str, ...]],
+) -> InstallRoot:
+    if not isinstance(item, dict):
+        raise MegabuildError(f"{label}: must be an object {{pattern, dest}}")
+    unknown = set(item) - INSTALL_ROOT_KEYS
+    if unknown:
+        raise MegabuildError(f"{label}: unknown keys {sorted(unknown)}")
+    pattern = _check_expanded(item.get("pattern"), label, table)
+    dest = item.get("dest")
+    if not isinstance(dest, str) or re.search(r"[*?\[\]{}\\]", dest) or dest != dest.strip("/"):
+        raise MegabuildError(
+            f"{label}: 'dest' must be a relative path without wildcards, such as Library/bin"
+        )
+    if any(seg in ("", ".", "..") for seg in dest.split("/")) or re.match(r"^[A-Za-z]:", dest):
+        raise MegabuildError(
+            f"{label}: 'dest' {dest!r} must stay inside the prefix (no '', '.', '..', drive)"
+        )
+    if not isinstance(item.get("note", ""), str):
+        raise MegabuildError(f"{label}: 'note' must be a string")
+    segments = pattern.split("/")[:-1]
+    literal = list(itertools.takewhile(lambda seg: not re.search(r"[*?\[{]", seg), segments))
+    regex = compile_patterns(expand_pattern(pattern, placeholders))
+    return InstallRoot(pattern, dest, "/".join(literal), regex)
 
 
 def _read_spec(spec_path: Path) -> dict[str, Any]:
