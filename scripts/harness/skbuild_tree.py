@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from feedstock.errors import FeedstockError
@@ -30,6 +30,7 @@ class SkbuildTree:
     prefix: Path  # the host env's prefix, the same for every Python
     version: str  # scikit-build-core's
     pip_cache: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)  # on top of env(), for one step
 
     @classmethod
     def create(cls, work: Path, version: str, pip_cache: Path | None = None) -> SkbuildTree:
@@ -64,7 +65,7 @@ class SkbuildTree:
         python_prefix(cpython, self.prefix, packages, cache_dir=self.pip_cache)
 
     def run(self, *args: str, python_path: bool = False) -> str:
-        env = self.env() | ({"PYTHONPATH": str(RECIPE)} if python_path else {})
+        env = self.env() | self.extra_env | ({"PYTHONPATH": str(RECIPE)} if python_path else {})
         proc = subprocess.run(
             [str(self.python), *args], cwd=self.src, env=env, capture_output=True, text=True
         )
