@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -32,6 +34,8 @@ from _split_util import DATA, REAL_SPEC, lay_out_placeholders, read_listing, run
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from megabuild.build.wheel_settings import libtorch_excludes
+from megabuild.split.spec import compile_patterns, load_spec
 
 PACKAGES = ("torch/", "functorch/", "torchgen/")
 FILE_TESTS = ("test", "[")
@@ -63,9 +67,7 @@ CUDA_ONLY_FILES = {
     "torch/include/tensorpipe/tensorpipe_cuda.h": "tensorpipe's CUDA headers",
 }
 # Listings in tests/data that are no layout here yet, each with the reason: never silently skipped.
-PENDING = {
-    "torch-2.14.1-cp312-win_amd64-files.tsv": "win-64: split rules pending (issue 20)",
-}
+PENDING: dict[str, str] = {}
 # Files of other packages that a test env contains and the rendered tests look at.
 STAND_INS = {
     ("libtorch-cuda-linalg", "true"): ["lib/libmagma{ext}"],  # libmagma, run dep of the magma variant
@@ -233,12 +235,17 @@ def staged_files(staging: Path) -> dict[str, set[str]]:
 
 
 def owners(
-    rows: list[tuple[str, int, bool]], staged: dict[str, set[str]], prefix: Path, sp_dir: Path
+    rows: list[tuple[str, int, bool]],
+    staged: dict[str, set[str]],
+    prefix: Path,
+    sp_dir: Path,
+    place: Callable[[str], str | None] = lambda rel: rel,
 ) -> dict[str, list[str]]:
     """For every listed file, where its bytes ended up: the packages holding it, or ``_dropped``.
     libtorch's and linalg's files count where ``split install`` put them in ``$PREFIX``;
     pytorch's are the real files left in site-packages (its symlinks into ``$PREFIX`` hold
-    no bytes). The two linalg variants are alternatives and count once."""
+    no bytes). The two linalg variants are alternatives and count once. *place* is where
+    ``split install`` put a staged path in the prefix (Windows: ``Library/...``)."""
     found: dict[str, list[str]] = {}
     linalg = {
         rel for name, files in staged.items() if name.startswith("libtorch-cuda-linalg") for rel in files
@@ -246,7 +253,8 @@ def owners(
     for path, _size, _x in rows:
         rel = path.removeprefix("torch/")
         held = []
-        if rel in staged.get("libtorch", set()) and os.path.lexists(prefix / rel):
+        placed = place(rel)
+        if rel in staged.get("libtorch", set()) and placed and os.path.lexists(prefix / placed):
             held.append("libtorch")
         if rel in linalg and os.path.lexists(prefix / rel):
             held.append("libtorch-cuda-linalg")
@@ -279,6 +287,32 @@ def check_one_copy(rows: list[tuple[str, int, bool]], found: dict[str, list[str]
     assert not twice, f"{sum(size[p] for p in twice):,} bytes packaged twice: {sorted(twice.items())[:10]}"
     dangling = [p for p in (sp_dir / "torch").rglob("*") if p.is_symlink() and not p.exists()]
     assert not dangling, f"dangling links in site-packages: {dangling[:10]}"
+
+
+def report_and_check(
+    layout: Layout,
+    rows: list[tuple[str, int, bool]],
+    found: dict[str, list[str]],
+    tests: tuple[CommandResults, dict[str, int]],
+    sp_dir: Path,
+    note: str,
+) -> None:
+    """Print what ran, per package and what was not run; fail on a failed check, an output
+    without checks, a file in no or two packages."""
+    results, ran = tests
+    size = {path: sz for path, sz, _x in rows}
+    twice = sum(size[p] for p, held in found.items() if len(held) > 1)
+    print(
+        f"\n{layout.id} ({layout.config}): {len(results.ran)} file checks ran, {len(results.failed)} failed"
+    )
+    print(f"  per package, torch/ only: {summarize(rows, found)}; bytes packaged twice: {twice:,}")
+    print(f"  {note}")
+    print(f"  {len(results.not_run)} commands need the real runtime (or Windows), not run here:")
+    for line in results.not_run:
+        print(f"    {line}")
+    assert not results.failed, "recipe test commands failed:\n" + "\n".join(results.failed)
+    assert all(ran.values()), f"outputs without any file check: {ran}"
+    check_one_copy(rows, found, sp_dir)
 
 
 @pytest.mark.slow
@@ -343,17 +377,8 @@ def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Pat
     ran["pytorch"] = run_tests(pytorch, env, tmp_path, results)
 
     found = owners(rows, staged, prefix, sp_dir)
-    print(
-        f"\n{layout.id} ({layout.config}): {len(results.ran)} file checks ran, {len(results.failed)} failed"
-    )
-    print(f"  per package, torch/ only: {summarize(rows, found)}")
-    print(f"  left out of the tree ({len(left_out)}): {left_out if len(left_out) < 20 else left_out[:20]}")
-    print(f"  {len(results.not_run)} commands need the real runtime, not run here:")
-    for line in results.not_run:
-        print(f"    {line}")
-    assert not results.failed, "recipe test commands failed:\n" + "\n".join(results.failed)
-    assert all(ran.values()), f"outputs without any file check: {ran}"
-    check_one_copy(rows, found, sp_dir)
+    left = f"left out of the tree ({len(left_out)}): {left_out if len(left_out) < 20 else left_out[:20]}"
+    report_and_check(layout, rows, found, (results, ran), sp_dir, left)
 
     # what the tests do not check but the split must guarantee
     torch_sp = sp_dir / "torch"
@@ -371,13 +396,153 @@ def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Pat
         assert not (torch_sp / "include/THC").exists()
 
 
+# Windows (win-64): the real win_amd64 CPU wheel (MKL, as the feedstock's only Windows BLAS).
+# No link-back: libtorch's files go to conda's Library layout, the pytorch wheel leaves them out.
+WIN_LAYOUT = Layout(
+    "win-64-cpu",
+    "torch-2.14.1-cp312-win_amd64-files.tsv",
+    "win-64",
+    "win_64_cpu",
+    "3.12",
+    cuda=False,
+    shlib_ext=".dll",
+)
+# cmd's `if [not] exist PATH exit 1`: the only Windows test commands that inspect files
+WIN_EXIST = re.compile(r"if (not )?exist (\S+) exit 1")
+WIN_VARS = ("PREFIX", "LIBRARY_PREFIX", "LIBRARY_BIN", "LIBRARY_LIB", "LIBRARY_INC", "SP_DIR")
+
+
+def win_env(prefix: Path, python: str) -> dict[str, str]:
+    """conda-build's Windows test variables for a prefix laid out on this machine."""
+    library = prefix / "Library"
+    return {
+        "PREFIX": str(prefix),
+        "LIBRARY_PREFIX": str(library),
+        "LIBRARY_BIN": str(library / "bin"),
+        "LIBRARY_LIB": str(library / "lib"),
+        "LIBRARY_INC": str(library / "include"),
+        "SP_DIR": str(prefix / "Lib" / "site-packages"),
+        "PY_VER": python,
+    }
+
+
+def win_file_test(command: str, env: dict[str, str]) -> list[str] | None:
+    """``if [not] exist %VAR%\\a\\b exit 1`` as a bash ``test`` argv (backslashes to ``/``,
+    ``%VAR%`` from *env*); ``None`` for every other command. On Windows ``exist`` ignores case
+    and accepts directories: ``test -e`` here is the case-sensitive, stricter reading."""
+    match = WIN_EXIST.fullmatch(command.strip())
+    if match is None:
+        return None
+    path = re.sub(
+        r"%([A-Za-z_]+)%", lambda m: env[m.group(1)] if m.group(1) in WIN_VARS else m.group(0), match[2]
+    )
+    if "%" in path:
+        return None
+    path = path.replace("\\", "/")
+    return ["test", "-e", path] if match[1] else ["test", "!", "-e", path]
+
+
+def run_win_tests(output: RenderedOutput, env: dict[str, str], results: CommandResults) -> int:
+    """Run the output's ``if [not] exist`` checks translated for bash; return how many ran."""
+    count = 0
+    results.not_run += [f"{output.name}: import {name}" for name in output.test.get("imports", [])]
+    for command in output.test.get("commands", []):
+        argv = win_file_test(command, env)
+        if argv is None:
+            results.not_run.append(f"{output.name}: {command}")
+            continue
+        count += 1
+        results.ran.append(f"{output.name}: {command}")
+        if subprocess.run(argv, check=False).returncode != 0:
+            results.failed.append(f"{output.name}: {command} ({' '.join(argv)})")
+    return count
+
+
+def win_pytorch_wheel(rows: list[tuple[str, int, bool]]) -> tuple[list[tuple[str, int, bool]], set[str]]:
+    """The pytorch output's wheel (build/steps.py: pip install . with the per-Python
+    ``wheel.exclude``): (its rows, the wheel paths the spec's excludes left out). Upstream's own
+    pyproject.toml excludes are not applied (no source tree here)."""
+    excluded = compile_patterns(libtorch_excludes(load_spec(REAL_SPEC, WIN_LAYOUT.target_platform)))
+    kept = [row for row in rows if not excluded.match(row[0])]
+    return kept, {row[0] for row in rows if excluded.match(row[0])}
+
+
+@pytest.mark.slow
+def test_real_win_layout_split_passes_the_recipe_tests(tmp_path: Path) -> None:
+    layout = WIN_LAYOUT
+    rows, _left_out = layout_rows(layout)
+    blanks = tmp_path / "blanks"
+    top_sp = tmp_path / "top/Lib/site-packages"  # the top level's pip install . (bld.bat)
+    lay_out_placeholders(top_sp, rows, blanks)
+    plat = ("--spec", REAL_SPEC, "--target-platform", layout.target_platform)
+    stage_top_level(layout, top_sp / "torch", tmp_path / "staging", plat)
+    staged = staged_files(tmp_path / "staging")
+    assert set(staged) == {"libtorch", "_dropped"}, sorted(staged)
+
+    outputs = rendered(layout.config)
+    results = CommandResults()
+    prefix = tmp_path / "prefix"
+    env = win_env(prefix, layout.python)
+    sp_dir = Path(env["SP_DIR"])
+    split_cli(
+        "install", "libtorch", *plat, "--staging", tmp_path / "staging", "--prefix", prefix
+    )  # install_libtorch.bat
+    ran = {"libtorch": run_win_tests(pick(outputs, "libtorch"), env, results)}
+
+    # the pytorch output: pip install . with the per-Python wheel.exclude, no link-back on Windows
+    wheel, excluded = win_pytorch_wheel(rows)
+    moved_out = {f"torch/{rel}" for name in ("libtorch", "_dropped") for rel in staged[name]}
+    assert excluded == moved_out, (
+        sorted(excluded ^ moved_out)[:10],
+        "wheel.exclude != what the split moved out",
+    )
+    lay_out_placeholders(sp_dir, wheel, blanks)
+    ran["pytorch"] = run_win_tests(pick(outputs, "pytorch", python=layout.python), env, results)
+
+    spec = load_spec(REAL_SPEC, layout.target_platform)
+    found = owners(rows, staged, prefix, sp_dir, spec.install_path)
+    report_and_check(layout, rows, found, (results, ran), sp_dir, "(no link-back on Windows)")
+
+    # conda's Windows layout, and nothing of libtorch's left where a unix prefix has it
+    assert sorted(p.name for p in prefix.iterdir()) == ["Lib", "Library"]
+    assert sorted(p.name for p in (prefix / "Library").iterdir()) == ["bin", "include", "lib", "share"]
+    assert (prefix / "Library/bin/torch_cpu.dll").is_file() and (
+        prefix / "Library/lib/torch_cpu.lib"
+    ).is_file()
+    torch_sp = sp_dir / "torch"
+    assert sorted(p.name for p in (torch_sp / "lib").glob("*.dll")) == ["torch_python.dll"]
+    assert not (torch_sp / "share").exists() and not (torch_sp / "bin").exists()
+    assert not any(p.is_symlink() for p in torch_sp.rglob("*"))
+    for rel in staged["_dropped"]:
+        assert not os.path.lexists(torch_sp / rel), f"dropped file in site-packages: {rel}"
+        assert not list(prefix.rglob(Path(rel).name)), f"dropped file in the prefix: {rel}"
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("if not exist %LIBRARY_BIN%\\c10.dll exit 1", ["test", "-e", "/p/Library/bin/c10.dll"]),
+        (
+            "if exist %SP_DIR%\\torch\\include\\torch exit 1",
+            ["test", "!", "-e", "/p/Lib/site-packages/torch/include/torch"],
+        ),
+        ("if not exist %CONDA_PREFIX%\\x exit 1", None),
+        ("cmake -S cmake_test -B cmake_test/build -GNinja %CMAKE_ARGS%", None),
+        ("if not exist %LIBRARY_BIN%\\c10.dll (exit 1)", None),
+    ],
+)
+def test_win_file_checks_are_translated(command: str, argv: list[str] | None) -> None:
+    assert win_file_test(command, win_env(Path("/p"), "3.12")) == argv
+
+
 def test_every_listing_is_a_layout_or_pending() -> None:
     """tests/data holds listings of the recipe's version only, each split here or pending with a reason."""
     version = rendered(LAYOUTS[0].config)[0].version
     listings = {p.name for p in DATA.glob("*-files.tsv")}
+    layouts = {layout.listing for layout in [*LAYOUTS, WIN_LAYOUT]}
     assert all(name.startswith(f"torch-{version}-") for name in listings), (version, sorted(listings))
-    assert {layout.listing for layout in LAYOUTS} | set(PENDING) == listings
-    assert not {layout.listing for layout in LAYOUTS} & set(PENDING)
+    assert layouts | set(PENDING) == listings
+    assert not layouts & set(PENDING)
 
 
 @pytest.mark.parametrize(
