@@ -535,6 +535,29 @@ def test_win_file_checks_are_translated(command: str, argv: list[str] | None) ->
     assert win_file_test(command, win_env(Path("/p"), "3.12")) == argv
 
 
+@pytest.mark.parametrize("config", ["win_64_cpu", "win_64_cuda12.9", "win_64_cuda13.0"])
+def test_win_libtorch_file_tests_name_files_the_spec_installs(config: str) -> None:
+    """Every ``if not exist`` of libtorch's Windows tests (CUDA configs too, which no wheel
+    listing covers) names a place ``split install`` fills from a file the spec gives libtorch."""
+    spec = load_spec(REAL_SPEC, "win-64")
+    prefix = Path("/p")
+    env = win_env(prefix, "3.12")
+    wanted = [argv[-1] for c in pick(rendered(config), "libtorch").test.get("commands", [])
+              if (argv := win_file_test(c, env)) is not None and argv[1] == "-e"]  # fmt: skip
+    assert wanted
+    unknown = []
+    for path in wanted:
+        placed = Path(path).relative_to(prefix).as_posix()
+        sources = [
+            f"{root.base}/{placed[len(root.dest) + 1 :]}".lstrip("/")
+            for root in spec.install_roots
+            if placed.startswith(f"{root.dest}/")
+        ]
+        if not any(spec.install_path(s) == placed and spec.classify(s).output == "libtorch" for s in sources):
+            unknown.append(placed)
+    assert not unknown, f"{config}: libtorch tests expect files no libtorch rule installs: {unknown}"
+
+
 def test_every_listing_is_a_layout_or_pending() -> None:
     """tests/data holds listings of the recipe's version only, each split here or pending with a reason."""
     version = rendered(LAYOUTS[0].config)[0].version
