@@ -53,6 +53,7 @@ reference to the old version remains in a Python-related entry afterwards.
 from __future__ import annotations
 
 import json
+import ntpath
 import os
 import re
 import subprocess
@@ -65,6 +66,9 @@ from megabuild.errors import MegabuildError
 
 PYTHON_KEY = re.compile(r"python|numpy|pybind", re.IGNORECASE)
 EXTRA_PYTHON_KEYS = frozenset({"CMAKE_PREFIX_PATH"})
+# Rewritten in Windows-shaped caches only, where it is the cp3XX-win_amd64 tag; elsewhere it is
+# left as before (scikit-build-core FORCE-sets it on every configure in any case).
+WINDOWS_EXTRA_KEYS = frozenset({"SKBUILD_SOABI"})
 PROPERTIES_KEY = re.compile(r"_(?:Python[23]?)_INTERPRETER_PROPERTIES")
 EXECUTABLE_KEYS = (
     "Python_EXECUTABLE",
@@ -76,6 +80,10 @@ EXECUTABLE_KEYS = (
 INCLUDE_KEYS = ("_Python_INCLUDE_DIR", "_Python3_INCLUDE_DIR")
 NUMPY_KEYS = ("_Python_NumPy_INCLUDE_DIR", "_Python3_NumPy_INCLUDE_DIR")
 _SPLIT = re.compile(r"([;\[\]])")
+# A Windows path as CMake or the environment writes it: drive letter, then / or \.
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:[/\\]")
+# FIND_PACKAGE_MESSAGE_DETAILS_*: ``v3.12.1(3.10)``, the found version then the requested one.
+_REQUESTED = re.compile(r"^(v?\d+\.\d+(?:\.\d+)?)\(.*\)$")
 _VERSION_ARG = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 _QUERY = r"""
@@ -85,6 +93,7 @@ if sys.path and sys.path[0] == "":
     del sys.path[0]
 import json, sysconfig
 info = {"version": list(sys.version_info[:3]), "soabi": sysconfig.get_config_var("SOABI") or "",
+        "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or "",
         "prefix": sys.prefix, "numpy_include": None, "numpy_error": None,
         "paths": {k: sysconfig.get_path(k)
                   for k in ("stdlib", "platstdlib", "purelib", "platlib", "include")}}
@@ -157,8 +166,29 @@ def _is_path(atom: str) -> bool:
     return "/" in atom or "\\" in atom
 
 
+def is_windows_path(text: str) -> bool:
+    """``D:/bld/...`` or ``D:\\bld\\...``: a path of a Windows cache, whatever the host OS is."""
+    return bool(_WINDOWS_PATH.match(text))
+
+
+def _windows_key(path: str) -> str:
+    """How Windows compares paths: either separator, any case (same length as ``path``)."""
+    return "".join("/" if c == "\\" else c.lower() if len(c.lower()) == 1 else c for c in path)
+
+
 def _split_prefix(atom: str, prefix: str) -> tuple[str, str] | None:
-    """(prefix part, rest) when ``atom`` lies under ``prefix``, else None."""
+    """(prefix part, rest) when ``atom`` lies under ``prefix``, else None.
+
+    A Windows-shaped prefix (``D:/...`` or ``D:\\...``) matches either separator in
+    any case; the prefix part returned is then the atom's own spelling.
+    """
+    if is_windows_path(prefix):
+        head = atom[: len(prefix)]
+        if _windows_key(head) != _windows_key(prefix):
+            return None
+        if len(atom) == len(prefix) or atom[len(prefix)] in "/\\":
+            return head, atom[len(prefix) :]
+        return None
     if atom == prefix:
         return atom, ""
     for sep in ("/", "\\"):
@@ -171,6 +201,8 @@ def host_prefix(cache: CacheFile) -> tuple[str, str]:
     """(interpreter path, its prefix) from the cache's Python executable entries."""
     for key in EXECUTABLE_KEYS:
         entry = cache.get(key)
+        if entry is not None and is_windows_path(entry.value):
+            return entry.value, _windows_prefix(entry.value)
         if entry is None or not entry.value or not os.path.isabs(entry.value):
             continue
         exe = PurePath(entry.value)
@@ -180,6 +212,15 @@ def host_prefix(cache: CacheFile) -> tuple[str, str]:
     raise MegabuildError("cache names no Python interpreter (Python_EXECUTABLE); pass --prefix")
 
 
+def _windows_prefix(executable: str) -> str:
+    """``%PREFIX%`` of ``%PREFIX%\\python.exe`` (or ``...\\Scripts\\python.exe``), spelled as given."""
+    parent = executable[: max(executable.rfind("/"), executable.rfind("\\"))]
+    name = parent[max(parent.rfind("/"), parent.rfind("\\")) + 1 :]
+    if name.lower() in ("bin", "scripts"):
+        parent = parent[: len(parent) - len(name) - 1]
+    return parent
+
+
 class _Rewriter:
     def __init__(
         self, old: PyVersion, new: PyVersion, prefix: str, moved: Mapping[str, str] | None = None
@@ -187,8 +228,9 @@ class _Rewriter:
         self.old = old
         self.new = new
         self.prefix = prefix
+        self.windows = is_windows_path(prefix)
         # Whole path atoms replaced as they are, wherever they lie (see _numpy_moves).
-        self.moved = dict(moved or {})
+        self.moved = {self._moved_key(k): v for k, v in (moved or {}).items()}
         o_dot = re.escape(old.short)
         self.path_rules = [
             (re.compile(rf"(?<![A-Za-z0-9])((?:lib)?[Pp]ython){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
@@ -197,10 +239,35 @@ class _Rewriter:
         ]
         self.version_atom = re.compile(rf"(v?){o_dot}(?:\.(\d+))?(?=$|\()")
         # Deliberately broader than the rules above: used to find leftovers.
-        self.leftover = re.compile(
+        leftover = (
             rf"(?<![0-9]){o_dot}(?![0-9])|(?<![0-9A-Za-z]){old.nodot}(?![0-9A-Za-z])"
             rf"|(?<![0-9]){old.major};{old.minor}(?![0-9])"
         )
+        if self.windows:
+            # cp312-win_amd64 (SOABI, wheel tag, .pyd suffix); python312.lib/.dll, Python312.
+            self.path_rules.append(
+                (re.compile(rf"(?<![A-Za-z0-9])(cp){old.nodot}(?![0-9])"), rf"\g<1>{new.nodot}")
+            )
+            leftover += rf"|(?i:(?:cp|python){old.nodot}(?![0-9]))"
+        self.leftover = re.compile(leftover)
+
+    def wants(self, key: str) -> bool:
+        """Whether entry ``key`` is one the swap edits (and checks for leftovers)."""
+        return is_python_key(key) or (self.windows and key in WINDOWS_EXTRA_KEYS)
+
+    def _moved_key(self, path: str) -> str:
+        return _windows_key(path) if self.windows else path
+
+    def _moved_to(self, atom: str) -> str | None:
+        """The new NumPy include dir for ``atom``, written with the atom's separators."""
+        new = self.moved.get(self._moved_key(atom))
+        if new is None or not self.windows:
+            return new
+        if "/" in atom and "\\" not in atom:
+            return new.replace("\\", "/")
+        if "\\" in atom and "/" not in atom:
+            return new.replace("/", "\\")
+        return new
 
     def full_new(self, where: str) -> str:
         if self.new.patch is None:
@@ -216,8 +283,9 @@ class _Rewriter:
         return text
 
     def rewrite_atom(self, atom: str, key: str) -> str:
-        if atom in self.moved:
-            return self.moved[atom]
+        moved = self._moved_to(atom)
+        if moved is not None:
+            return moved
         if _is_path(atom):
             parts = _split_prefix(atom, self.prefix)
             if parts is None:
@@ -232,7 +300,7 @@ class _Rewriter:
     def is_foreign(self, value: str) -> bool:
         paths = [a for a in _SPLIT.split(value) if _is_path(a)]
         return bool(paths) and all(
-            _split_prefix(a, self.prefix) is None and a not in self.moved for a in paths
+            _split_prefix(a, self.prefix) is None and self._moved_key(a) not in self.moved for a in paths
         )
 
     def rewrite_value(self, key: str, value: str) -> str:
@@ -259,6 +327,9 @@ class _Rewriter:
                 if parts is None:
                     continue
                 atom = parts[1]
+            else:
+                # v3.12.1(3.10): the parenthesised version is the one requested, not found.
+                atom = _REQUESTED.sub(r"\1", atom)
             found.extend(m.group(0) for m in self.leftover.finditer(atom))
         return found
 
@@ -335,13 +406,29 @@ def query_interpreter(executable: str) -> Interpreter:
         return Interpreter(
             executable=executable,
             version=PyVersion(major, minor, patch),
-            soabi=str(info["soabi"]),
+            soabi=str(info["soabi"]) or _soabi_from_suffix(str(info.get("ext_suffix") or "")),
             paths={k: str(v) for k, v in info["paths"].items()},
             numpy_include=info["numpy_include"],
             numpy_error=info["numpy_error"],
         )
     except (ValueError, KeyError, TypeError):
         raise MegabuildError(f"unexpected output from {executable}: {out.stdout[:80]!r}") from None
+
+
+def _soabi_from_suffix(ext_suffix: str) -> str:
+    """CMake's SOABI from EXT_SUFFIX when sysconfig has none (Windows before 3.13).
+
+    FindPython strips the leading ``.`` and the ``.pyd``/``.so``:
+    ``.cp312-win_amd64.pyd`` -> ``cp312-win_amd64``; a bare ``.pyd`` gives ``""``.
+    """
+    match = re.fullmatch(r"(?:[.-]|_d\.)(.+)\.(?:pyd|so|dylib|dll)", ext_suffix)
+    return match.group(1) if match else ""
+
+
+def _same_path(a: str, b: str) -> bool:
+    if is_windows_path(a) or is_windows_path(b):
+        return _windows_key(ntpath.normpath(a)) == _windows_key(ntpath.normpath(b))
+    return os.path.normpath(a) == os.path.normpath(b)
 
 
 def _interpreter_available(executable: str) -> bool:
@@ -388,7 +475,7 @@ def swap_python(
     rewriter = _Rewriter(old, new, prefix, moved)
     result = SwapResult(old, new, "interpreter" if interpreter else "string", prefix)
     for entry in list(cache.entries()):
-        if not is_python_key(entry.key) or rewriter.is_foreign(entry.value):
+        if not rewriter.wants(entry.key) or rewriter.is_foreign(entry.value):
             continue
         value = rewriter.rewrite_value(entry.key, entry.value)
         if interpreter is not None:
@@ -411,7 +498,7 @@ def _leftover_references(cache: CacheFile, rewriter: _Rewriter) -> list[str]:
     """``KEY (tokens)`` for each Python entry that still names the old version."""
     problems = []
     for entry in cache.entries():
-        if is_python_key(entry.key) and not rewriter.is_foreign(entry.value):
+        if rewriter.wants(entry.key) and not rewriter.is_foreign(entry.value):
             left = rewriter.leftovers(entry.key, entry.value)
             if left:
                 problems.append(f"{entry.key} ({', '.join(sorted(set(left)))})")
@@ -455,13 +542,14 @@ def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -
             wanted = [interp.paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
             if len(fields) >= 11 and all(_split_prefix(f, prefix) for f in fields[-4:]):
                 for got, want in zip(fields[-4:], wanted):
-                    if os.path.normpath(got) != os.path.normpath(want):
+                    if not _same_path(got, want):
                         raise MegabuildError(
                             f"{key}: rewritten path {got} does not match the interpreter's {want}"
                         )
         return ";".join(fields)
     if key in INCLUDE_KEYS and value and not value.endswith("-NOTFOUND"):
         include = interp.paths["include"]
-        if include != value and Path(include, "Python.h").is_file():
+        differs = not _same_path(include, value) if is_windows_path(value) else include != value
+        if differs and Path(include, "Python.h").is_file():
             return include
     return value
