@@ -30,6 +30,20 @@ Which values are touched
   (fields 1-3). A bare ``3.11`` inside a path is never touched, so
   ``cuda-13.11`` or a ``3.11.1`` directory survive.
 
+Windows caches
+--------------
+A cache whose interpreter path starts with a drive letter (``D:/bld/...`` or
+``D:\\bld\\...``) is Windows-shaped, whatever OS runs the swap. The host prefix is
+then the interpreter's directory (``%PREFIX%\\python.exe``; ``Scripts`` is
+skipped like ``bin``) and is matched with either separator and in any case.
+Besides ``python312.lib``/``python312.dll``/``Python312`` (the rule above),
+``cp312`` (``cp312-win_amd64`` in the properties, ``.pyd`` suffixes and
+``SKBUILD_SOABI``) is rewritten; ``Lib/site-packages`` carries no version and
+stays. Leftover detection also looks for ``cp312``/``python312`` inside words.
+In interpreter mode, SOABI comes from ``EXT_SUFFIX`` when sysconfig has none
+(Windows before 3.13, as FindPython does) and the NumPy include dir is written
+with the separators of the value it replaces.
+
 Interpreter mode
 ----------------
 When the interpreter the cache names exists (conda-build's host env at swap
