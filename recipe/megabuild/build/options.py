@@ -111,5 +111,5 @@ def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
         megabuild=_flag(env, "megabuild"),
         magma_home=Path(magma_home) if cuda and magma_home else None,
         telemetry_dir=Path(env.get("FEEDSTOCK_BUILD_TELEMETRY") or src_dir / "_megabuild" / "telemetry"),
-        compiler_cache=Path(env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")).name == "sccache",
+        compiler_cache=Path(env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")).stem == "sccache",  # or sccache.exe
     )
