@@ -69,7 +69,7 @@ def _second_python(tree: SkbuildTree, kept: Path, a: CPython, b: CPython, how: s
     if how == "recipe":
         spec = load_spec(RECIPE / "split_spec.json", "linux-64")
         excludes = wheel_settings.project_excludes(tree.src) + wheel_settings.libtorch_excludes(spec)
-        settings = wheel_settings.config_settings(Path("unused"), excludes)[1:]
+        settings = [wheel_settings.exclude_setting(excludes)]
     labels = {"naive": "before: naive", "full": "recipe, full wheel", "recipe": "recipe (wheel.exclude)"}
     return _measure(tree, history, tree.pip_install(*settings), f"python {b.short}, {labels[how]}")
 

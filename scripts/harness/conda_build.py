@@ -464,8 +464,10 @@ class Runner:
             for n in names:
                 if n in PIP_PROVIDED:
                     pip_name = PIP_PROVIDED[n]
-                    skbuild = skbuild_packages(self.skbuild_version, cpython.version[:2])
-                    wanted += [pip_name] if pip_name else skbuild
+                    if pip_name is None:
+                        wanted += skbuild_packages(self.skbuild_version, cpython.version[:2])
+                    else:
+                        wanted.append(pip_name)
             pip_pkgs = list(dict.fromkeys(wanted))
             python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.cache / "pip")
             provided += [f"python {cpython.short} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]

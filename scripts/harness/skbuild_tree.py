@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from feedstock.errors import FeedstockError
-from feedstock.paths import RECIPE, REPO
+from feedstock.paths import RECIPE
 
-from harness.conda_build import skbuild_packages
+from harness.conda_build import FIXTURE, skbuild_packages
 from harness.prefix import python_prefix
 from harness.pythons import CPython
-
-FIXTURE = REPO / "tests" / "fixture" / "minitorch"
 
 
 @dataclass

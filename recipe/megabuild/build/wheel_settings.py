@@ -67,11 +67,16 @@ def libtorch_excludes(spec: Spec) -> list[str]:
     return list(dict.fromkeys(patterns))
 
 
+def exclude_setting(excludes: list[str]) -> str:
+    """``excludes`` as pip's ``-C wheel.exclude=`` option (a ``;``-separated list)."""
+    if any(";" in pattern for pattern in excludes):
+        raise MegabuildError("a wheel.exclude pattern contains ';', the config-settings list separator")
+    return "-Cwheel.exclude=" + ";".join(excludes)
+
+
 def config_settings(sp_dir: Path, excludes: list[str] | None) -> list[str]:
     """pip's ``-C`` options: always the six dir; ``excludes`` (when given) as ``wheel.exclude``."""
     settings = [f"-Ccmake.define.PYTHON_SIX_SOURCE_DIR={sp_dir}"]
     if excludes is not None:
-        if any(";" in pattern for pattern in excludes):
-            raise MegabuildError("a wheel.exclude pattern contains ';', the config-settings list separator")
-        settings.append("-Cwheel.exclude=" + ";".join(excludes))
+        settings.append(exclude_setting(excludes))
     return settings
