@@ -226,7 +226,8 @@ def test_each_python_reruns_only_python_dependent_edges(run: RunResult) -> None:
         compiled = {o for o in ran if ninja.kind(o) == "compile"}
         if py != MEGABUILD_PYTHON:  # its objects are the top level's, put back (build-state)
             assert python_objs <= compiled, f"{py}: torch_python did not recompile"
-        assert compiled - python_objs <= {o for o in compiled if o.endswith("empty.cpp.o")}, compiled
+        # libtorch's empty.cpp too, unless patch 0012 keeps the configure from rewriting it
+        assert compiled <= python_objs, compiled - python_objs
         assert not CORE_TARGETS & set(ninja.by_target(ran)), ninja.by_target(ran)
         assert not {"torch_cuda_linalg", "torch_cuda"} & set(ninja.by_target(ran)), ninja.by_target(ran)
         tag = py.replace(".", "")

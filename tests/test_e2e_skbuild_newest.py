@@ -52,8 +52,8 @@ def test_other_pythons_compile_only_python_targets(run: RunResult) -> None:
     for step in (s for s in run.steps if s.name == "pytorch"):
         compiled = ninja.by_target(o for o in step.ninja_ran if ninja.kind(o) == "compile")
         print(f"\npython {step.python}: compiled {compiled}")
-        assert set(compiled) <= {"torch_python", "_C", "torch"}, compiled
-        assert compiled.get("torch", 0) <= 1  # empty.cpp, rewritten by every configure
+        # "torch" (empty.cpp) too, unless patch 0012 keeps the configure from rewriting it
+        assert set(compiled) <= {"torch_python", "_C"}, compiled
 
 
 def test_per_python_wheel_holds_no_libtorch(run: RunResult) -> None:

@@ -52,8 +52,8 @@ from harness.packaging import (
 )
 from harness.prefix import empty_prefix, pick_python, python_prefix, snapshot
 from harness.pythons import CPython, find_cpythons
+from harness.source import copy_fixture, mirrored
 
-FIXTURE = REPO / "tests" / "fixture" / "minitorch"
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 
@@ -502,7 +502,8 @@ class Runner:
 
     # -- steps ----------------------------------------------------------------------------------
 
-    def prepare(self) -> None:
+    def prepare(self, patches: Sequence[str]) -> None:
+        """A fresh work dir; the fixture's source with the rendered recipe's ``patches``."""
         # rattler's package cache is keyed by file name: a kept work dir must not serve packages
         # of an earlier run under the same names
         for path in (self.src_dir, self.pkgs, self.channel, self.logs, self.prefix, self.cache / "rattler"):
@@ -512,9 +513,7 @@ class Runner:
                 shutil.rmtree(path)
         for path in (self.pkgs, self.channel, self.logs, self.cache, self.work / "home"):
             path.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(
-            FIXTURE, self.src_dir, ignore=shutil.ignore_patterns("build", "__pycache__", "*.egg-info")
-        )
+        copy_fixture(self.src_dir, mirrored(patches))
         # BUILD_PREFIX: the build env's Python 3.12 for the stdlib-only helpers (python in
         # the outputs' build requirements); tools come from the caller's cmake/ninja/compilers.
         build_py = pick_python("3.12", self.all_pythons)
@@ -539,7 +538,7 @@ class Runner:
         built, anomalies, rewrites = plan(outputs, megabuild)
         for anomaly in anomalies:
             self.log(f"RENDER ANOMALY: {anomaly}")
-        self.prepare()
+        self.prepare([str(p) for p in (top.get("source") or {}).get("patches") or []])
 
         # ---- top level ----
         top_host = [str(s) for s in (top.get("requirements") or {}).get("host") or []]

@@ -17,9 +17,10 @@ from pathlib import Path
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE
 
-from harness.conda_build import FIXTURE, skbuild_packages
+from harness.conda_build import skbuild_packages
 from harness.prefix import python_prefix
 from harness.pythons import CPython
+from harness.source import MIRRORED_PATCHES, copy_fixture
 
 
 @dataclass
@@ -31,9 +32,14 @@ class SkbuildTree:
     extra_env: dict[str, str] = field(default_factory=dict)  # on top of env(), for one step
 
     @classmethod
-    def create(cls, work: Path, version: str, pip_cache: Path | None = None) -> SkbuildTree:
+    def create(
+        cls, work: Path, version: str, pip_cache: Path | None = None, patched: bool = True
+    ) -> SkbuildTree:
+        """A fixture copy, patched as the recipe's source is (every patch the fixture mirrors);
+        ``patched=False``: upstream's lines as they are."""
         tree = cls(work / "src", work / "h_env_placehold", version, pip_cache)
-        shutil.copytree(FIXTURE, tree.src, ignore=shutil.ignore_patterns("build", "__pycache__"))
+        names = MIRRORED_PATCHES if patched else ()
+        copy_fixture(tree.src, [RECIPE / "patches" / name for name in names])
         return tree
 
     @property
