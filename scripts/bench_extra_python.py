@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one more Python costs in the scikit-build-core megabuild, on the fixture (prints numbers).
 
-Usage: python scripts/bench_extra_python.py [--skbuild VERSION] [--pythons A,B] [--keep DIR]
+Usage: python scripts/bench_extra_python.py [--skbuild VERSION] [--pythons A,B] [--keep DIR] [--unpatched]
 
 The fixture (tests/fixture/minitorch) is built for Python A by the real scikit-build-core in a
 conda-like host env; then the host env is recreated at the same prefix for Python B with its own
@@ -13,7 +13,9 @@ scikit-build-core, and B's build runs three ways from copies of A's tree:
 
 For each: Ninja edges and compiles (from ``.ninja_log``), the files and bytes ``cmake --install``
 wrote into the temporary wheel dir, and what the wheel packed (uncompressed, as pip unpacks it)
-and its compressed size. Needs cmake, ninja, a C/C++ compiler and two CPythons (pyenv).
+and its compressed size. The fixture's source is patched as the recipe's is; ``--unpatched``
+leaves out the recipe patches it mirrors (0012: the configure rewrites libtorch's ``empty.cpp``),
+to compare. Needs cmake, ninja, a C/C++ compiler and two CPythons (pyenv).
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pythons", default="3.12,", help="A,B (default: 3.12 and the newest other one)")
     parser.add_argument("--keep", type=Path, help="work dir to keep (default: a temp dir)")
+    parser.add_argument(
+        "--unpatched", action="store_true", help="without the recipe patches the fixture mirrors (0012)"
+    )
     args = parser.parse_args(argv)
     found = {c.short: c for c in find_cpythons()}
     wanted_a, _, wanted_b = args.pythons.partition(",")
@@ -103,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"needs CPythons {wanted_a} and {b_short or 'another'}; found {', '.join(found)}")
     a, b = found[wanted_a], found[b_short]
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-extra-python-"))
-    tree = SkbuildTree.create(work / f"skbuild-{args.skbuild}", args.skbuild)
+    tree = SkbuildTree.create(work / f"skbuild-{args.skbuild}", args.skbuild, patched=not args.unpatched)
     tree.host_env(a)
     history = ninja.LogHistory()
     rows = [_measure(tree, history, tree.pip_install(), f"top level, python {a.short}")]
@@ -116,8 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # wheel.exclude acts on the pack only: cmake --install wrote what it wrote for the full wheel
     # (sizing it here would look for the excluded files in a libtorch this prefix does not have)
     rows[-1]["installed"] = rows[-2]["installed"]
+    patches = "without" if args.unpatched else "with"
     print(
-        f"scikit-build-core {args.skbuild}, fixture tests/fixture/minitorch, Pythons {a.short} -> {b.short}"
+        f"scikit-build-core {args.skbuild}, fixture tests/fixture/minitorch ({patches} the recipe's"
+        f" patch 0012), Pythons {a.short} -> {b.short}"
     )
     _print(rows)
     print(f"work dir: {work}")
