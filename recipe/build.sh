@@ -21,7 +21,7 @@ echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_c
 echo "megabuild: ${megabuild}"
 
 ############################ compiler and linker ############################
-# PyTorch sets the C++ standard itself (C++20 for 2.13) and warns if the
+# PyTorch sets the C++ standard itself (C++20 since 2.13) and warns if the
 # flags carry another one.
 CXXFLAGS="$(echo "${CXXFLAGS:-}" | sed -E 's/-std=c\+\+[0-9a-z]+//g')"
 # Upstream relies on these symbols being visible to extension modules.
@@ -138,8 +138,8 @@ export PYTORCH_BLAS_USE_CBLAS_DOT=ON
 export USE_SYSTEM_SLEEF=1
 export USE_SYSTEM_PYBIND11=1
 export USE_SYSTEM_EIGEN_INSTALL=1
-# No USE_SYSTEM_FMT: 2.13 has no such switch (upstream added it after 2.13, pytorch#166824),
-# so the bundled fmt is compiled in, as in upstream's wheels; no fmt host dependency.
+# No USE_SYSTEM_FMT: 2.13 had no such switch (it did nothing there), and 2.14.1's wheels still
+# bundle fmt (torch/include/fmt); the bundled fmt is compiled in, as upstream's; no fmt host dependency.
 export BUILD_CUSTOM_PROTOBUF=OFF
 
 ############################## feature switches #############################
