@@ -68,10 +68,11 @@ class Wheel:
     generator: str = "scikit-build-core 1.1.0"
     requires_dist: list[str] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=lambda: {PROBE: PROBE_TEXT})
+    pip_tag: str = PIP_TAG
 
     @property
     def name(self) -> str:
-        return f"torch-{self.version}-cp312-cp312-{PIP_TAG}.whl"
+        return f"torch-{self.version}-cp312-cp312-{self.pip_tag}.whl"
 
     def metadata(self) -> str:
         lines = ["Metadata-Version: 2.4", "Name: torch", f"Version: {self.version}"]
@@ -81,7 +82,7 @@ class Wheel:
         return "\n".join(lines) + "\n"
 
     def write(self, cache: Path) -> Path:
-        path = cache / PIP_TAG / self.name
+        path = cache / self.pip_tag / self.name
         path.parent.mkdir(parents=True, exist_ok=True)
         dist_info = f"torch-{self.version}.dist-info"
         # a CPU build: no local version such as +cu130 (scripts read the variant from here)
@@ -93,13 +94,13 @@ class Wheel:
                 archive.writestr(info, texts.get(row.path, ""))
             archive.writestr(f"{dist_info}/METADATA", self.metadata())
             wheel = f"Wheel-Version: 1.0\nGenerator: {self.generator}\nRoot-Is-Purelib: false\n"
-            archive.writestr(f"{dist_info}/WHEEL", wheel + f"Tag: cp312-cp312-{PIP_TAG}\n")
+            archive.writestr(f"{dist_info}/WHEEL", wheel + f"Tag: cp312-cp312-{self.pip_tag}\n")
         return path
 
 
-def osx_rows() -> list[Row]:
-    """The real osx-arm64 listing without most headers (see the module docstring)."""
-    listing = sorted((REPO / "tests" / "data").glob("torch-*-cp312-macosx_arm64-files.tsv"))[-1]
+def real_rows(listing_tag: str = "macosx_arm64") -> list[Row]:
+    """A real listing without most headers (see the module docstring)."""
+    listing = sorted((REPO / "tests" / "data").glob(f"torch-*-cp312-{listing_tag}-files.tsv"))[-1]
     rows = read_listing(listing)
     kept: list[Row] = []
     headers_in: dict[str, int] = {}
@@ -168,7 +169,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 def base(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     """The feedstock copy and a cache with the old wheel (the bump's baseline)."""
     root = tmp_path_factory.mktemp("bump")
-    rows = osx_rows()
+    rows = real_rows()
     cache = root / "cache"
     old = Wheel(OLD, rows).write(cache)
     return Setup(make_feedstock(root / "feedstock", old), cache, rows)
@@ -374,3 +375,36 @@ def test_the_baseline_is_the_recipes_version_else_the_newest_older_one(tmp_path:
     assert baseline_wheel(tmp_path, platform, "2.9.0", "2.11.0", ["3.12"]) == named["2.9.0"]
     assert baseline_wheel(tmp_path, platform, "2.8.0", "2.11.0", ["3.12"]) == named["2.10.1"]
     assert baseline_wheel(tmp_path, platform, "2.8.0", "2.9.0", ["3.12"]) is None
+
+
+def test_a_windows_wheel_is_split_as_bld_bat_does(base: Setup, tmp_path: Path) -> None:
+    """win-64: stage, verify, install into conda's Library/, the pytorch wheel as its
+    wheel.exclude leaves it, no link-back; the rendered ``if [not] exist`` tests run. Then a new
+    DLL in torch/lib that no rule takes is named."""
+    rows = real_rows("win_amd64")
+    feedstock = shutil.copytree(base.feedstock, tmp_path / "feedstock", symlinks=True)
+    old = Wheel(OLD, rows, pip_tag="win_amd64").write(tmp_path / "cache")
+    data = feedstock / "tests" / "data"
+    (data / f"torch-{OLD}-cp312-win_amd64-files.tsv").write_text(listing_text(wheel_rows(old)))
+
+    def check(new_rows: list[Row]) -> subprocess.CompletedProcess[str]:
+        path = Wheel(NEW, sorted(new_rows, key=lambda r: r.path), pip_tag="win_amd64").write(
+            tmp_path / "cache"
+        )
+        try:
+            return run(NEW, "--offline", "--platforms", "win-64", "--cache", tmp_path / "cache",
+                       "--feedstock", feedstock)  # fmt: skip
+        finally:
+            path.unlink()
+
+    same = check(rows)
+    assert same.returncode == 0, same.stdout + same.stderr
+    split = re.search(r"^  ok     win-64 \(win_64_cpu, Python 3.12\): (.*)$", same.stdout, re.M)
+    assert split, same.stdout
+    ran = re.search(r"(\d+) file checks of the rendered tests ran, 0 failed", split.group(1))
+    assert ran and int(ran.group(1)) >= 10 and "no link-back on Windows" in split.group(1), split.group(1)
+
+    probe = check([*rows, Row("torch/lib/torch_bump_probe.dll", 10, True)])
+    assert probe.returncode == 1, probe.stdout + probe.stderr
+    [action] = actions(probe.stdout, "split")
+    assert "win-64" in action and "torch_bump_probe.dll" in action, action

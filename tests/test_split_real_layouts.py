@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -34,6 +33,8 @@ from _split_util import DATA, REAL_SPEC, lay_out_placeholders, read_listing, run
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from feedstock.wincmd import conda_test_env as win_env
+from feedstock.wincmd import file_test as win_file_test
 from megabuild.build.wheel_settings import libtorch_excludes
 from megabuild.split.spec import compile_patterns, load_spec
 
@@ -407,41 +408,6 @@ WIN_LAYOUT = Layout(
     cuda=False,
     shlib_ext=".dll",
 )
-# cmd's `if [not] exist PATH exit 1`: the only Windows test commands that inspect files
-WIN_EXIST = re.compile(r"if (not )?exist (\S+) exit 1")
-WIN_VARS = ("PREFIX", "LIBRARY_PREFIX", "LIBRARY_BIN", "LIBRARY_LIB", "LIBRARY_INC", "SP_DIR")
-
-
-def win_env(prefix: Path, python: str) -> dict[str, str]:
-    """conda-build's Windows test variables for a prefix laid out on this machine."""
-    library = prefix / "Library"
-    return {
-        "PREFIX": str(prefix),
-        "LIBRARY_PREFIX": str(library),
-        "LIBRARY_BIN": str(library / "bin"),
-        "LIBRARY_LIB": str(library / "lib"),
-        "LIBRARY_INC": str(library / "include"),
-        "SP_DIR": str(prefix / "Lib" / "site-packages"),
-        "PY_VER": python,
-    }
-
-
-def win_file_test(command: str, env: dict[str, str]) -> list[str] | None:
-    """``if [not] exist %VAR%\\a\\b exit 1`` as a bash ``test`` argv (backslashes to ``/``,
-    ``%VAR%`` from *env*); ``None`` for every other command. On Windows ``exist`` ignores case
-    and accepts directories: ``test -e`` here is the case-sensitive, stricter reading."""
-    match = WIN_EXIST.fullmatch(command.strip())
-    if match is None:
-        return None
-    path = re.sub(
-        r"%([A-Za-z_]+)%", lambda m: env[m.group(1)] if m.group(1) in WIN_VARS else m.group(0), match[2]
-    )
-    if "%" in path:
-        return None
-    path = path.replace("\\", "/")
-    return ["test", "-e", path] if match[1] else ["test", "!", "-e", path]
-
-
 def run_win_tests(output: RenderedOutput, env: dict[str, str], results: CommandResults) -> int:
     """Run the output's ``if [not] exist`` checks translated for bash; return how many ran."""
     count = 0

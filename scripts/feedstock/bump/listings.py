@@ -225,7 +225,7 @@ def package_findings(diff: ListingDiff, spec: SplitSpec | None) -> list[Finding]
     added = [p for p in diff.added if not diff.left_out(p)]
     removed = [p for p in diff.removed if not diff.left_out(p)]
     if spec is None:
-        text = f"files: +{len(added)} -{len(removed)}; no split rules for {diff.platform.subdir} (issue 20)"
+        text = f"files: +{len(added)} -{len(removed)}; no split rules for {diff.platform.subdir}"
         return [_finding(Level.INFO, diff, text)]
     plus = Counter(_placement(spec, p) for p in added)
     minus = Counter(_placement(spec, p) for p in removed)

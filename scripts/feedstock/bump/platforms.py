@@ -27,8 +27,6 @@ class Platform:
     shlib_ext: str
     stood_in_by: str = ""
     """Upstream may publish no wheel for it (osx-64: none since 2.3); then this platform's stands in."""
-    split_rules: bool = True
-    """The split spec has rules for it (Windows: pending, issue 20)."""
     not_in_conda_build: dict[str, str] = field(default_factory=dict)
     """Globs of wheel files a conda build never has (left out of the split), each with the reason."""
 
@@ -44,7 +42,7 @@ PLATFORMS = (
     ),
     Platform("osx-arm64", "macosx_14_0_arm64", "macosx_arm64", ".dylib"),
     Platform("osx-64", "macosx_14_0_x86_64", "macosx_x86_64", ".dylib", stood_in_by="osx-arm64"),
-    Platform("win-64", "win_amd64", "win_amd64", ".dll", split_rules=False),
+    Platform("win-64", "win_amd64", "win_amd64", ".dll"),
 )
 BY_NAME = {p.subdir: p for p in PLATFORMS}
 

@@ -136,11 +136,10 @@ def prepare(recipe: Recipe, fetched: Fetched) -> Checked:
     outputs = rendered(recipe, config) if config is not None else []
     alias = short_alias(config, list(recipe.configs)) if config is not None else None
     spec, problem = None, ""
-    if platform.split_rules:
-        try:
-            spec = SplitSpec(recipe.spec_path, platform.subdir)
-        except SpecUnavailable as exc:
-            problem = str(exc)
+    try:
+        spec = SplitSpec(recipe.spec_path, platform.subdir)
+    except SpecUnavailable as exc:
+        problem = str(exc)
     return Checked(fetched, wheel_rows(wheel.path), alias, outputs, spec, problem)
 
 
@@ -207,7 +206,7 @@ def layout_of(checked: Checked) -> Layout | None:
         return None
     rows = _conda_rows(checked.platform, checked.rows)
     python = checked.fetched.wheel.python
-    return Layout(checked.platform, rows, python, checked.cuda, checked.config, checked.outputs)
+    return Layout(checked.platform, rows, python, checked.cuda, checked.config, checked.outputs, checked.spec)
 
 
 def split_section(recipe: Recipe, checked: Sequence[Checked]) -> list[Finding]:
@@ -216,13 +215,9 @@ def split_section(recipe: Recipe, checked: Sequence[Checked]) -> list[Finding]:
         layout = layout_of(one)
         if layout is not None:
             found += split_findings(recipe, layout)
-        elif one.platform.split_rules:
+        else:
             text = f"{one.platform.subdir}: no config or split spec for this wheel: split not run"
             found.append(Finding("split", Level.ACTION, text))
-        else:
-            found.append(
-                Finding("split", Level.INFO, f"{one.platform.subdir}: no split rules yet (issue 20)")
-            )
     return found
 
 

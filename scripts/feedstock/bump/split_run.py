@@ -5,9 +5,13 @@ wheel's files laid out as empty placeholders: the top level's site-packages tree
 (CUDA: nomagma, then a relinked linalg library staged as magma), ``verify``, ``install`` of
 libtorch and libtorch-cuda-linalg, the pytorch output's ``pip install .`` (the wheel tree again)
 and ``link-back``. Then every command of the rendered ``test:`` sections that only inspects
-files (``test ...`` / ``[ ... ]``) runs in bash, in the prefix that package's test env would have;
-commands that need the real runtime are counted. Last, every laid-out file must end up in
-exactly one package, or dropped.
+files (``test ...`` / ``[ ... ]``; on Windows cmd's ``if [not] exist``, see ``feedstock.wincmd``)
+runs in bash, in the prefix that package's test env would have; commands that need the real
+runtime are counted. Last, every laid-out file must end up in exactly one package, or dropped.
+
+Windows follows bld.bat: no linalg package and no magma pass, libtorch installed into conda's
+``Library/``, the pytorch wheel as its per-Python ``wheel.exclude`` leaves it, and no link-back
+(no symlinks; torch finds libtorch's DLLs in ``Library/bin``).
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import wincmd
 from ..render import RenderedOutput
 from .platforms import Platform
 from .recipe import Recipe, pick
 from .report import Finding, Level
-from .tools import Row
+from .tools import Row, SplitSpec
 
 SECTION = "split"
 FILE_TESTS = ("test", "[")
@@ -45,6 +50,11 @@ class Layout:
     cuda: bool
     config: str
     outputs: list[RenderedOutput]
+    spec: SplitSpec
+
+    @property
+    def windows(self) -> bool:
+        return self.platform.subdir.startswith("win-")
 
 
 @dataclass
@@ -136,6 +146,19 @@ def run_tests(output: RenderedOutput, env: dict[str, str], cwd: Path, results: S
             results.failed.append(f"{label}: {command}")
 
 
+def run_win_tests(output: RenderedOutput, env: dict[str, str], results: SplitRun) -> None:
+    """Run the output's ``if [not] exist`` checks as bash ``test``; count the rest."""
+    results.not_run += len(output.test.get("imports", []))
+    for command in output.test.get("commands", []):
+        argv = wincmd.file_test(command, env)
+        if argv is None:
+            results.not_run += 1
+            continue
+        results.ran += 1
+        if subprocess.run(argv, capture_output=True, check=False).returncode != 0:
+            results.failed.append(f"{output.name}: {command}")
+
+
 def _stand_ins(where: Path, output: RenderedOutput, ext: str) -> None:
     for path in STAND_INS.get((output.name, output.variant.get("with_magma", "")), []):
         target = where / path.format(ext=ext)
@@ -163,6 +186,11 @@ class Places:
     @property
     def prefix(self) -> Path:
         return self.work / "prefix"
+
+    def prefix_site_packages(self, layout: Layout) -> Path:
+        if layout.windows:
+            return Path(wincmd.conda_test_env(self.prefix, layout.python)["SP_DIR"])
+        return self.site_packages("prefix", layout.python)
 
 
 def _stage(layout: Layout, split: Splitter, tree: Path, staging: Path) -> None:
@@ -228,6 +256,36 @@ def split_and_test(layout: Layout, split: Splitter, places: Places) -> SplitRun:
     return results
 
 
+def split_and_test_windows(layout: Layout, split: Splitter, places: Places) -> SplitRun:
+    """bld.bat's steps and the rendered win file tests; raises SplitStepFailed."""
+    top_sp = places.work / "top" / "Lib" / "site-packages"  # the top level's pip install .
+    lay_out(top_sp, layout.rows, places.blanks)
+    staging = places.staging
+    split(
+        "stage", "--tree", top_sp / "torch", "--staging", staging, *split.cuda, "--linalg-variant", "nomagma"
+    )
+    split("verify", "--staging", staging, *split.cuda)
+    results = SplitRun(staged=_staged(staging))
+    env = wincmd.conda_test_env(places.prefix, layout.python)
+    split("install", "libtorch", "--staging", staging, "--prefix", places.prefix)  # install_libtorch.bat
+    libtorch = _output(layout, "libtorch", results)
+    if libtorch is not None:
+        run_win_tests(libtorch, env, results)
+    # the pytorch output: pip install . with the per-Python wheel.exclude; no link-back
+    excluded = layout.spec.wheel_excluded(row.path for row in layout.rows)
+    moved_out = {f"torch/{rel}" for name in ("libtorch", "_dropped") for rel in results.staged.get(name, ())}
+    if excluded != moved_out:
+        differ = sorted(excluded ^ moved_out)
+        results.failed.append(f"wheel.exclude and the split disagree on {len(differ)} file(s): {differ[:5]}")
+    lay_out(
+        places.prefix_site_packages(layout), [r for r in layout.rows if r.path not in excluded], places.blanks
+    )
+    pytorch = _output(layout, "pytorch", results, python=layout.python)
+    if pytorch is not None:
+        run_win_tests(pytorch, env, results)
+    return results
+
+
 def _staged(staging: Path) -> dict[str, set[str]]:
     """Files (and symlinks) per staged output, relative to the output's root."""
     return {
@@ -243,11 +301,12 @@ def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[
     linalg = {
         rel for name, files in staged.items() if name.startswith("libtorch-cuda-linalg") for rel in files
     }
-    sp_dir = places.site_packages("prefix", layout.python)
+    sp_dir = places.prefix_site_packages(layout)
     found: dict[str, list[str]] = {}
     for row in layout.rows:
         rel = row.path.removeprefix("torch/")
-        in_prefix = os.path.lexists(places.prefix / rel)
+        placed = layout.spec.install_path(rel)  # Windows: under Library/
+        in_prefix = placed is not None and os.path.lexists(places.prefix / placed)
         held = [
             name
             for name, holds in (
@@ -285,14 +344,20 @@ def split_findings(recipe: Recipe, layout: Layout) -> list[Finding]:
     with tempfile.TemporaryDirectory(prefix="bump-split-") as tmp:
         places = Places(Path(tmp))
         try:
-            results = split_and_test(layout, Splitter(recipe, layout), places)
+            run = split_and_test_windows if layout.windows else split_and_test
+            results = run(layout, Splitter(recipe, layout), places)
         except SplitStepFailed as exc:
             return [Finding(SECTION, Level.ACTION, f"{subdir}: {exc}")]
         found = [Finding(SECTION, Level.ACTION, f"{subdir}: test fails: {line}") for line in results.failed]
         found += _ownership_findings(layout, places, results.staged)
     level = Level.INFO if found else Level.OK
+    steps = (
+        "stage, verify, install (no link-back on Windows)"
+        if layout.windows
+        else "stage, verify, install, link-back"
+    )
     summary = (
-        f"{subdir}: stage, verify, install, link-back done; {results.ran} file checks of the rendered "
+        f"{subdir}: {steps} done; {results.ran} file checks of the rendered "
         f"tests ran, {len(results.failed)} failed; {results.not_run} need the real runtime (not run)"
     )
     return [Finding(SECTION, level, summary), *found]

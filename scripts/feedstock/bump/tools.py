@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -145,6 +146,19 @@ class SplitSpec:
         if found.unmatched:
             return Placement(None, "no rule matches in a strict area")
         return Placement(str(found.output))
+
+    def install_path(self, relpath: str) -> str | None:
+        """Where ``split install`` puts the staged ``relpath`` in the prefix (Windows: under
+        ``Library/``); ``None`` when no install root takes it."""
+        placed = self._spec.install_path(relpath)
+        return None if placed is None else str(placed)
+
+    def wheel_excluded(self, paths: Iterable[str]) -> set[str]:
+        """The wheel paths the pytorch step's per-Python ``wheel.exclude`` leaves out
+        (megabuild.build.wheel_settings: everything the spec moves out of pytorch)."""
+        excludes = _module("megabuild.build.wheel_settings").libtorch_excludes(self._spec)
+        pattern = _module("megabuild.split.spec").compile_patterns(excludes)
+        return {path for path in paths if pattern.match(path)}
 
     def unmet_required(self, relpaths: list[str], cuda: bool) -> list[str]:
         """Patterns of required rules that match none of ``relpaths`` (the split would stop)."""
