@@ -2,7 +2,8 @@
 
 The project mirrors the megabuild's Python switch: ``pyext`` compiles against the include dir the
 cache's ``PY_INCLUDE`` names (PyTorch's ``torch_python`` against ``Python_INCLUDE_DIRS``), ``core``
-does not, and every CMake run rewrites ``empty.cpp`` (PyTorch's libtorch), so a regeneration relinks.
+does not, and every CMake run rewrites ``empty.cpp`` (PyTorch's libtorch as upstream has it; the
+recipe's patch 0012 stops that), so a regeneration relinks: restore must cope with it.
 The tests build for 3.12, save, rebuild for 3.13 in the same tree, go back to 3.12's cache and
 restore: Ninja must then compile nothing of ``pyext``, and the library must be 3.12's.
 """
