@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from _split_util import DATA, REAL_SPEC, lay_out_placeholders, read_listing, run_cli, write
+from feedstock.bump.split_run import is_file_test, staged_files
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
@@ -39,7 +39,6 @@ from megabuild.build.wheel_settings import libtorch_excludes
 from megabuild.split.spec import compile_patterns, load_spec
 
 PACKAGES = ("torch/", "functorch/", "torchgen/")
-FILE_TESTS = ("test", "[")
 # Files the repair step of upstream's wheel build copies into torch/lib
 # (.ci/aarch64_linux/aarch64_wheel_ci_build.py: update_wheel) and a conda
 # build never has. They are left out of the tree, not dropped by spec rules:
@@ -147,25 +146,6 @@ def pick(outputs: tuple[RenderedOutput, ...], name: str, **variant: str) -> Rend
     return found[0]
 
 
-def is_file_test(command: str) -> bool:
-    """``test ...`` / ``[ ... ]`` and chains of them with && / ||, nothing else."""
-    if "$(" in command or "`" in command:
-        return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    segment: list[str] = []
-    segments = [segment]
-    for token in lexer:
-        if token in ("&&", "||"):
-            segment = []
-            segments.append(segment)
-        elif token and set(token) <= set("();<>|&"):
-            return False
-        else:
-            segment.append(token)
-    return all(s and s[0] in FILE_TESTS and (s[0] != "[" or s[-1] == "]") for s in segments)
-
-
 @dataclass
 class CommandResults:
     ran: list[str] = field(default_factory=list)
@@ -225,14 +205,6 @@ def stage_top_level(layout: Layout, tree: Path, staging: Path, plat: tuple[str |
             "--linalg-variant", "magma", "--only", "libtorch-cuda-linalg",
         )  # fmt: skip
     split_cli("verify", *plat, "--staging", staging, *cuda)
-
-
-def staged_files(staging: Path) -> dict[str, set[str]]:
-    """Files (and symlinks) per staged output, relative to the output's root."""
-    return {
-        out.name: {p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir() or p.is_symlink()}
-        for out in staging.iterdir()
-    }
 
 
 def owners(
@@ -408,6 +380,8 @@ WIN_LAYOUT = Layout(
     cuda=False,
     shlib_ext=".dll",
 )
+
+
 def run_win_tests(output: RenderedOutput, env: dict[str, str], results: CommandResults) -> int:
     """Run the output's ``if [not] exist`` checks translated for bash; return how many ran."""
     count = 0

@@ -194,9 +194,10 @@ class Places:
 
 
 def _stage(layout: Layout, split: Splitter, tree: Path, staging: Path) -> None:
-    """build.sh's top level: stage, the magma pass (CUDA), verify."""
+    """build.sh's / bld.bat's top level: stage, the magma pass (CUDA; none on Windows, which has no
+    linalg package), verify."""
     split("stage", "--tree", tree, "--staging", staging, *split.cuda, "--linalg-variant", "nomagma")
-    if layout.cuda:
+    if layout.cuda and not layout.windows:
         # the magma pass relinks only libtorch_cuda_linalg
         _write_new(tree / f"lib/libtorch_cuda_linalg{layout.platform.shlib_ext}", b"magma")
         magma = ("--linalg-variant", "magma", "--only", "libtorch-cuda-linalg")
@@ -231,7 +232,7 @@ def split_and_test(layout: Layout, split: Splitter, places: Places) -> SplitRun:
     top_sp = places.site_packages("top", layout.python)
     lay_out(top_sp, layout.rows, places.blanks)
     _stage(layout, split, top_sp / "torch", places.staging)
-    results = SplitRun(staged=_staged(places.staging))
+    results = SplitRun(staged=staged_files(places.staging))
     sp_dir = places.site_packages("prefix", layout.python)
     env = {
         "PATH": "/usr/bin:/bin",
@@ -261,11 +262,8 @@ def split_and_test_windows(layout: Layout, split: Splitter, places: Places) -> S
     top_sp = places.work / "top" / "Lib" / "site-packages"  # the top level's pip install .
     lay_out(top_sp, layout.rows, places.blanks)
     staging = places.staging
-    split(
-        "stage", "--tree", top_sp / "torch", "--staging", staging, *split.cuda, "--linalg-variant", "nomagma"
-    )
-    split("verify", "--staging", staging, *split.cuda)
-    results = SplitRun(staged=_staged(staging))
+    _stage(layout, split, top_sp / "torch", staging)
+    results = SplitRun(staged=staged_files(staging))
     env = wincmd.conda_test_env(places.prefix, layout.python)
     split("install", "libtorch", "--staging", staging, "--prefix", places.prefix)  # install_libtorch.bat
     libtorch = _output(layout, "libtorch", results)
@@ -286,7 +284,7 @@ def split_and_test_windows(layout: Layout, split: Splitter, places: Places) -> S
     return results
 
 
-def _staged(staging: Path) -> dict[str, set[str]]:
+def staged_files(staging: Path) -> dict[str, set[str]]:
     """Files (and symlinks) per staged output, relative to the output's root."""
     return {
         out.name: {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_symlink() or not p.is_dir()}
