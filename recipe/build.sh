@@ -2,7 +2,7 @@
 # Script of the top-level build (libtorch-split) and of every pytorch output.
 #
 # It only sets the build environment; the steps are `python -m megabuild build top-level`
-# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/build; README.md, "How the
+# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/pipeline; README.md, "How the
 # megabuild works"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
 # variable into the cache on each configure, so this script must export exactly the same
 # values in every step: nothing below may depend on PKG_NAME or PY_VER (the pytorch step

@@ -35,7 +35,7 @@ from harness.skbuild_tree import SkbuildTree
 
 sys.path.insert(0, str(RECIPE))  # megabuild lives in recipe/ (all conda-build sees)
 
-from megabuild.build import frontend, wheel_settings
+from megabuild.pipeline import frontend, wheel_settings
 from megabuild.split.spec import load_spec
 
 

@@ -61,7 +61,7 @@ def test_top_level_script_does_not_use_with_magma() -> None:
 
 
 def test_megabuild_python_agrees_between_meta_yaml_and_the_build_steps() -> None:
-    from megabuild.build.options import MEGABUILD_PYTHON
+    from megabuild.pipeline.options import MEGABUILD_PYTHON
 
     meta = (RECIPE / "meta.yaml").read_text()
     in_meta = re.search(r'{%\s*set\s+megabuild_python\s*=\s*"([\d.]+)"\s*%}', meta)

@@ -35,7 +35,7 @@ from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
 from feedstock.wincmd import conda_test_env as win_env
 from feedstock.wincmd import file_test as win_file_test
-from megabuild.build.wheel_settings import libtorch_excludes
+from megabuild.pipeline.wheel_settings import libtorch_excludes
 from megabuild.split.spec import compile_patterns, load_spec
 
 PACKAGES = ("torch/", "functorch/", "torchgen/")

@@ -15,15 +15,15 @@ from collections.abc import Sequence
 
 from megabuild.errors import MegabuildError
 
-# Modules providing ``register(subparsers)``; imported lazily so a broken or
-# missing group never takes the others down with it.
+# Modules providing ``register(subparsers)``. A group that cannot be imported is an error that
+# names it (never a silently missing command).
 COMMAND_GROUPS = (
     "megabuild.cache.cli",
     "megabuild.split.cli",
     "megabuild.cmake_args",
     "megabuild.magma.cli",
     "megabuild.buildstate.cli",
-    "megabuild.build.cli",
+    "megabuild.pipeline.cli",
 )
 
 
@@ -33,18 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name in COMMAND_GROUPS:
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue
-            raise
+        except ImportError as exc:
+            raise MegabuildError(f"command group {module_name} cannot be imported: {exc}") from None
         module.register(groups)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.handler(args) or 0)
     except MegabuildError as exc:
         print(f"megabuild: error: {exc}", file=sys.stderr)

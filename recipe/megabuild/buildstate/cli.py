@@ -25,24 +25,12 @@ def _python(value: str) -> str:
 
 def _save(args: argparse.Namespace) -> int:
     state = snapshot.save(args.build_dir, args.state, args.python)
-    linked = len(state.outputs) - state.not_kept
-    unlinked = f", {state.not_kept} not (another file system: rebuilt if replaced)" if state.not_kept else ""
-    print(f"build state: saved Python {state.python}'s build of {state.build_dir} to {args.state} "
-          f"({len(state.outputs)} outputs, {linked} hard-linked{unlinked})")  # fmt: skip
+    print(snapshot.save_report(state, args.state))
     return 0
 
 
 def _restore(args: argparse.Namespace) -> int:
-    planned = restore.plan(args.build_dir, args.state, args.python)
-    if planned is None:
-        saved = snapshot.load(args.state).python
-        print(f"build state: the saved build is Python {saved}'s; {args.python} builds in the shared tree")
-        return 0
-    lines = planned.lines(dry_run=args.dry_run)
-    if not args.dry_run:
-        restore.apply(planned)
-        lines += restore.still_stale(planned)
-    print("\n".join(lines), flush=True)
+    print("\n".join(restore.restore_for(args.build_dir, args.state, args.python, args.dry_run)), flush=True)
     return 0
 
 

@@ -125,3 +125,16 @@ def still_stale(restore: RestorePlan) -> list[str]:
     which = "1 put-back output has" if len(stale) == 1 else f"{len(stale)} put-back outputs have"
     head = f"build state: {which} a newer input, so Ninja rebuilds them:"
     return [head, *stale[:SHOWN]]
+
+
+def restore_for(build_dir: Path, state_dir: Path, python: str, dry_run: bool = False) -> list[str]:
+    """Put back the saved build if it is ``python``'s (else nothing changes); the report."""
+    planned = plan(build_dir, state_dir, python)
+    if planned is None:
+        saved = load(state_dir).python
+        return [f"build state: the saved build is Python {saved}'s; {python} builds in the shared tree"]
+    lines = planned.lines(dry_run=dry_run)
+    if not dry_run:
+        apply(planned)
+        lines += still_stale(planned)
+    return lines

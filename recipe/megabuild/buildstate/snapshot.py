@@ -106,3 +106,11 @@ def load(state_dir: Path) -> State:
         raise MegabuildError(f"no build state in {state_dir} (the top-level build saves it)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MegabuildError(f"{path}: not a build-state manifest ({exc})") from None
+
+
+def save_report(state: State, state_dir: Path) -> str:
+    """The one line ``build-state save`` prints."""
+    linked = len(state.outputs) - state.not_kept
+    unlinked = f", {state.not_kept} not (another file system: rebuilt if replaced)" if state.not_kept else ""
+    return (f"build state: saved Python {state.python}'s build of {state.build_dir} to {state_dir} "
+            f"({len(state.outputs)} outputs, {linked} hard-linked{unlinked})")  # fmt: skip

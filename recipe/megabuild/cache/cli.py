@@ -24,6 +24,7 @@ from typing import Any
 
 from megabuild.cache import options, python_swap, store
 from megabuild.cache.model import CacheFile
+from megabuild.cache.restore import PythonSwap, restore
 from megabuild.errors import MegabuildError
 
 
@@ -68,20 +69,10 @@ def _cmd_save(args: argparse.Namespace) -> int:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    path = Path(args.cache)
-    orig = store.orig_path(path)
-    if not orig.exists():
-        raise MegabuildError(f"{orig} does not exist (run 'cache save' first)")
     if (args.swap_from is None) != (args.to_version is None):
         raise MegabuildError("--swap-python-from and --to go together")
-    cache = store.read_cache(orig)
-    if args.swap_from is not None:
-        result = python_swap.swap_python(cache, args.swap_from, args.to_version, prefix=args.prefix)
-        _out(result.report_lines())
-        print(f"swap-python: swapped Python {result.old} -> {result.new} ({result.mode} mode)")
-    # One rename of a fully written file: restore and swap land together or not at all.
-    store.write_cache(path, cache, mode_from=path if path.exists() else orig)
-    print(f"restored {path} from {orig}")
+    swap = None if args.swap_from is None else PythonSwap(args.swap_from, args.to_version, args.prefix)
+    _out(restore(Path(args.cache), swap))
     return 0
 
 

@@ -30,8 +30,8 @@ def register(groups: Any) -> None:
         "--magma-home", type=Path, required=True, help="prefix with include/magma.h, lib/libmagma.so"
     )
     parser.add_argument("--lib-dir", type=Path, help="where the library goes (default: OUT/lib)")
-    parser.add_argument("--library", default="lib/libtorch_cuda_linalg.so", help="the library's Ninja output")
-    parser.add_argument("--target", default="torch_cuda_linalg", help="its CMake target")
+    parser.add_argument("--library", default=replay.LIBRARY, help="the library's Ninja output")
+    parser.add_argument("--target", default=replay.TARGET, help="its CMake target")
     parser.add_argument("--define", action="append", default=[], help="extra define (MAGMA's, e.g. MAGMA_V2)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.set_defaults(handler=_handle)

@@ -23,6 +23,10 @@ from megabuild.magma.rpath import install_rpath_change, with_install_rpath
 
 _MAGMA_LINE = re.compile(r"^(\s*#\s*define\s+AT_MAGMA_ENABLED\(\)\s+)[01](\s*)$", re.M)
 
+# the lazy CUDA linalg library's Ninja output and CMake target
+LIBRARY = "lib/libtorch_cuda_linalg.so"
+TARGET = "torch_cuda_linalg"
+
 
 @dataclass(frozen=True)
 class Replay:

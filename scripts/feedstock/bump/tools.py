@@ -155,8 +155,8 @@ class SplitSpec:
 
     def wheel_excluded(self, paths: Iterable[str]) -> set[str]:
         """The wheel paths the pytorch step's per-Python ``wheel.exclude`` leaves out
-        (megabuild.build.wheel_settings: everything the spec moves out of pytorch)."""
-        excludes = _module("megabuild.build.wheel_settings").libtorch_excludes(self._spec)
+        (megabuild.pipeline.wheel_settings: everything the spec moves out of pytorch)."""
+        excludes = _module("megabuild.pipeline.wheel_settings").libtorch_excludes(self._spec)
         pattern = _module("megabuild.split.spec").compile_patterns(excludes)
         return {path for path in paths if pattern.match(path)}
 

@@ -1,9 +1,14 @@
-"""``megabuild build``: the recipe's build steps, from the top level to each Python's output.
+"""The build pipeline (``megabuild build``): the recipe's steps, from the top level to each
+Python's output.
 
 PyTorch 2.14 builds with scikit-build-core, which configures, builds and installs on every run.
 These modules drive it so that libtorch is built once and every further Python rebuilds only the
-Python-dependent targets in the same ``build/`` tree:
+Python-dependent targets in the same ``build/`` tree (``$SRC_DIR/build``, scikit-build-core's
+fixed ``build-dir``):
 
+``description``
+    the pipeline itself: every conda-build script's steps in order, with their platform rules;
+    the version-bump check runs the same object on placeholder files.
 ``options``
     everything a step needs, resolved once from conda-build's environment.
 ``forwarded_env``
@@ -20,5 +25,5 @@ Python-dependent targets in the same ``build/`` tree:
 ``telemetry``
     each pass's wall time, Ninja log and compiler-cache counters for scripts/build_report.py.
 ``steps``
-    the top level and the pytorch output, in order.
+    the handler of each step on the real build (typed calls into split, cache, build state, magma).
 """

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
+from megabuild.pipeline.description import Target
 
 # Keep in sync with `megabuild_python` in meta.yaml: the Python the top level configures against.
 MEGABUILD_PYTHON = "3.12"
@@ -71,8 +72,10 @@ class BuildOptions:
     def is_top_level_python(self) -> bool:
         return self.py_ver == self.megabuild_python
 
-    def split_args(self) -> list[str]:
-        return ["--target-platform", self.target_platform, *(["--cuda"] if self.cuda else [])]
+    @property
+    def target(self) -> Target:
+        """What the pipeline's platform rules look at."""
+        return Target(self.target_platform, self.cuda, self.megabuild)
 
 
 def _required(env: Mapping[str, str], name: str) -> str:

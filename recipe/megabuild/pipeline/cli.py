@@ -1,4 +1,4 @@
-"""``megabuild build ...``: the build scripts' steps (``recipe/build.sh`` sets the environment only).
+"""``megabuild build ...``: the pipeline's steps (``recipe/build.sh`` sets the environment only).
 
     python -m megabuild build top-level        # PKG_NAME=libtorch-split
     python -m megabuild build pytorch [--full-wheel]
@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from megabuild.build import forwarded_env, options, skbuild_state, steps
+from megabuild.pipeline import forwarded_env, options, skbuild_state, steps
+from megabuild.pipeline.description import Phase
 from megabuild.errors import MegabuildError
 
 
@@ -30,14 +31,14 @@ def _expect(opts: options.BuildOptions, pkg_name: str) -> None:
 def _top_level(_args: argparse.Namespace) -> int:
     opts = options.from_environment()
     _expect(opts, options.TOP_LEVEL)
-    steps.top_level(opts, os.environ)
+    steps.run(opts, os.environ, Phase.TOP_LEVEL)
     return 0
 
 
 def _pytorch(args: argparse.Namespace) -> int:
     opts = options.from_environment()
     _expect(opts, options.PYTORCH)
-    steps.pytorch(opts, os.environ, full_wheel=args.full_wheel)
+    steps.run(opts, os.environ, Phase.PYTORCH, full_wheel=args.full_wheel)
     return 0
 
 

@@ -1,0 +1,166 @@
+"""The pipeline's steps on the real build: the top level (libtorch once) and each pytorch output.
+
+:data:`~megabuild.pipeline.description.PIPELINE` says which steps run, in which order, on which
+platform; :class:`RealBuild` has one handler per step, each a typed call into the split, cache,
+build-state and magma code. A :class:`MegabuildError` raised in a step reaches the command line
+once, naming the phase and the step (``megabuild: error: top-level: split stage: ...``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from megabuild.buildstate import restore as buildstate_restore
+from megabuild.buildstate import snapshot
+from megabuild.cache import store
+from megabuild.cache.restore import PythonSwap, restore
+from megabuild.errors import MegabuildError
+from megabuild.magma import replay
+from megabuild.pipeline import forwarded_env, frontend, skbuild_state, telemetry, wheel_settings
+from megabuild.pipeline.description import PIPELINE, Action, Handler, Phase, Step, Wheel
+from megabuild.pipeline.options import BuildOptions
+from megabuild.split.link_back import plan_link_back
+from megabuild.split.spec import Spec, load_spec
+from megabuild.split.stage import plan_stage
+from megabuild.split.verify import verify
+
+FORWARDED_RECORD = forwarded_env.RECORD_NAME
+MAGMA_DEFINES = ["MAGMA_V2"]
+
+
+def _say(lines: list[str]) -> None:
+    print("\n".join(lines), flush=True)
+
+
+class RealBuild:
+    """The handlers of every pipeline step, on conda-build's work dir and prefix."""
+
+    def __init__(self, opts: BuildOptions, env: Mapping[str, str], *, full_wheel: bool = False) -> None:
+        self.opts = opts
+        self.env = env
+        self.full_wheel = full_wheel  # benchmarks: pack libtorch into every pytorch wheel too
+        self.spec: Spec = load_spec(opts.split_spec, opts.target_platform)
+
+    def handlers(self) -> dict[Action, Handler]:
+        """Every step of `megabuild build`; ``split install`` runs in the install outputs' own
+        scripts (install_libtorch.sh, install_linalg.sh)."""
+        return {
+            Action.RECORD_ENV: self.record_env,
+            Action.PIP_INSTALL: self.pip_install,
+            Action.STAGE: self.stage,
+            Action.MAGMA_RELINK: self.magma_relink,
+            Action.STAGE_MAGMA: self.stage_magma,
+            Action.VERIFY: self.verify,
+            Action.SAVE_CACHE: self.save_cache,
+            Action.SAVE_BUILD_STATE: self.save_build_state,
+            Action.CHECK_ENV: self.check_env,
+            Action.PREPARE_TREE: self.prepare_tree,
+            Action.CHECK_TREE_KEPT: self.check_tree_kept,
+            Action.LINK_BACK: self.link_back,
+        }
+
+    # -- top level ----------------------------------------------------------------------------
+
+    def record_env(self, _step: Step) -> None:
+        opts = self.opts
+        recorded = forwarded_env.record(opts.work / FORWARDED_RECORD, self.env)
+        forwarded_env.record(opts.telemetry_dir / "forwarded-env.libtorch.json", self.env)
+        print(f"forwarded environment: {len(recorded)} variables recorded for every later step")
+
+    def pip_install(self, step: Step) -> None:
+        opts = self.opts
+        excludes = None
+        if step.wheel is Wheel.PYTHON_ONLY and not self.full_wheel:
+            excludes = wheel_settings.project_excludes(opts.src_dir) + wheel_settings.libtorch_excludes(
+                self.spec
+            )
+        settings = wheel_settings.config_settings(opts.sp_dir, excludes)
+        name = "libtorch" if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
+        with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache):
+            result = frontend.pip_install(opts.python, opts.src_dir, settings, opts.sp_dir, opts.prefix)
+        print(result.line(), flush=True)
+
+    def stage(self, _step: Step) -> None:
+        # the installed tree of this prefix's pip install: staging moves its files (no copies)
+        tree = self.opts.sp_dir / "torch"
+        planned = plan_stage(
+            self.spec, tree, self.opts.staging, cuda=self.opts.cuda, linalg_variant="nomagma"
+        )
+        _say(planned.run().lines())
+
+    @property
+    def _magma_out(self) -> Path:
+        return self.opts.build_dir / "magma-linalg"
+
+    def magma_relink(self, _step: Step) -> None:
+        """The linalg library again from its own objects with MAGMA, and one link (README)."""
+        opts = self.opts
+        if opts.magma_home is None:
+            raise MegabuildError("MAGMA_HOME is not set: the magma variant links $MAGMA_HOME/lib/libmagma")
+        out = self._magma_out
+        planned = replay.plan(opts.build_dir, out, replay.LIBRARY, replay.TARGET, opts.magma_home,
+                              MAGMA_DEFINES, out / "torch/lib")  # fmt: skip
+        with telemetry.build_pass(opts.telemetry_dir, "magma", opts.build_dir, opts.compiler_cache):
+            _say(replay.run(planned))
+
+    def stage_magma(self, _step: Step) -> None:
+        planned = plan_stage(self.spec, self._magma_out / "torch", self.opts.staging, cuda=self.opts.cuda,
+                             linalg_variant="magma", only=["libtorch-cuda-linalg"])  # fmt: skip
+        _say(planned.run().lines())
+
+    def verify(self, _step: Step) -> None:
+        _say(verify(self.spec, staging=self.opts.staging, cuda=self.opts.cuda).lines())
+
+    def save_cache(self, _step: Step) -> None:
+        print(store.save(self.opts.build_dir / "CMakeCache.txt")[1], flush=True)
+
+    def save_build_state(self, _step: Step) -> None:
+        # conda-build orders the pytorch outputs differently from run to run; keeping this build
+        # lets the top level's Python skip its compiles wherever its output comes (README).
+        opts = self.opts
+        state = snapshot.save(opts.build_dir, opts.build_state, opts.megabuild_python)
+        print(snapshot.save_report(state, opts.build_state), flush=True)
+
+    # -- each pytorch output ------------------------------------------------------------------
+
+    def check_env(self, _step: Step) -> None:
+        opts = self.opts
+        forwarded_env.record(opts.telemetry_dir / f"forwarded-env.python{opts.py_ver}.json", self.env)
+        count = forwarded_env.check_same_as_top_level(opts.work / FORWARDED_RECORD, self.env)
+        print(f"forwarded environment: the same {count} variables as the top level")
+
+    def prepare_tree(self, _step: Step) -> None:
+        """The shared tree, made consistent with this output's Python and backend."""
+        opts = self.opts
+        swap = None
+        if opts.megabuild and not opts.is_top_level_python:
+            swap = PythonSwap(opts.megabuild_python, opts.py_ver)
+        _say(restore(opts.build_dir / "CMakeCache.txt", swap))
+        if opts.megabuild:
+            _say(buildstate_restore.restore_for(opts.build_dir, opts.build_state, opts.py_ver))
+        adoption = skbuild_state.adopt(opts.build_dir, opts.src_dir, skbuild_state.installed_backend())
+        print(adoption.line(), flush=True)
+        skbuild_state.mark(opts.build_dir)
+
+    def check_tree_kept(self, _step: Step) -> None:
+        skbuild_state.check_kept(self.opts.build_dir)
+
+    def link_back(self, step: Step) -> None:
+        # libtorch's headers live in $PREFIX/include only (patches 0003/0004); what the wheel left
+        # out (libtorch's libraries, CMake config) is linked to libtorch's files in the prefix.
+        opts = self.opts
+        planned = plan_link_back(self.spec, opts.prefix, opts.sp_dir, python_tag=sys.implementation.cache_tag or "",
+                                 drop_libtorch_headers=step.drop_libtorch_headers,
+                                 link_installed=PIPELINE.installed_outputs(opts.target))  # fmt: skip
+        _say(planned.run().lines())
+
+
+def run(opts: BuildOptions, env: Mapping[str, str], phase: Phase, *, full_wheel: bool = False) -> None:
+    """One phase of :data:`PIPELINE` on the real build."""
+    build = RealBuild(opts, env, full_wheel=full_wheel)
+    ran = PIPELINE.run(phase, opts.target, build.handlers())
+    skipped = [s.name for s in PIPELINE.all_steps(phase) if s not in ran]
+    if skipped:
+        print(f"{phase.value}: not run for {opts.target_platform}: {', '.join(skipped)}", flush=True)
