@@ -17,8 +17,8 @@ from harness import ninja
 from harness.conda_build import CONDA_FORGE_SKBUILD
 from harness.pythons import CPython
 from harness.skbuild_tree import SkbuildTree
-from megabuild.pipeline import forwarded_env
 from megabuild.errors import MegabuildError
+from megabuild.pipeline import forwarded_env
 
 TOP = {"USE_CUDA": "0", "BLAS": "MKL", "CMAKE_ARGS": "-DX=1", "MAX_JOBS": "8", "HOME": "/h", "PY_VER": "3.12"}
 

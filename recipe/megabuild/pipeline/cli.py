@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from megabuild.errors import MegabuildError
 from megabuild.pipeline import forwarded_env, options, skbuild_state, steps
 from megabuild.pipeline.description import Phase
-from megabuild.errors import MegabuildError
 
 
 def _expect(opts: options.BuildOptions, pkg_name: str) -> None:

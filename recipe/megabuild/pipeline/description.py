@@ -142,8 +142,10 @@ class Pipeline:
         missing = sorted(a.value for a in needed - set(handlers))
         unknown = sorted(a.value for a in set(handlers) - self.actions(placeholders=placeholders))
         if missing or unknown:
-            raise MegabuildError(f"{phase.value}: the handlers do not match the pipeline "
-                                 f"(missing: {missing or 'none'}; not in it: {unknown or 'none'})")  # fmt: skip
+            raise MegabuildError(
+                f"{phase.value}: the handlers do not match the pipeline "
+                f"(missing: {missing or 'none'}; not in it: {unknown or 'none'})"
+            )
         ran = []
         for step in self.steps(phase, target, placeholders=placeholders):
             try:

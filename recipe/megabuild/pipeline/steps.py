@@ -151,9 +151,14 @@ class RealBuild:
         # libtorch's headers live in $PREFIX/include only (patches 0003/0004); what the wheel left
         # out (libtorch's libraries, CMake config) is linked to libtorch's files in the prefix.
         opts = self.opts
-        planned = plan_link_back(self.spec, opts.prefix, opts.sp_dir, python_tag=sys.implementation.cache_tag or "",
-                                 drop_libtorch_headers=step.drop_libtorch_headers,
-                                 link_installed=PIPELINE.installed_outputs(opts.target))  # fmt: skip
+        planned = plan_link_back(
+            self.spec,
+            opts.prefix,
+            opts.sp_dir,
+            python_tag=sys.implementation.cache_tag or "",  # the host Python runs megabuild
+            drop_libtorch_headers=step.drop_libtorch_headers,
+            link_installed=PIPELINE.installed_outputs(opts.target),
+        )
         _say(planned.run().lines())
 
 
