@@ -22,11 +22,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from feedstock.paths import RECIPE, REPO
+
+# the bump check runs the recipe's own build pipeline (megabuild lives in recipe/: all conda-build sees)
+sys.path.insert(0, str(RECIPE))
+
 from feedstock.bump.platforms import parse_platforms
 from feedstock.bump.run import Options, check_bump
 from feedstock.bump.tools import wheel_cache_dir
 from feedstock.errors import run_main
-from feedstock.paths import REPO
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

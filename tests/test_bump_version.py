@@ -378,8 +378,8 @@ def test_the_baseline_is_the_recipes_version_else_the_newest_older_one(tmp_path:
 
 
 def test_a_windows_wheel_is_split_as_bld_bat_does(base: Setup, tmp_path: Path) -> None:
-    """win-64: stage, verify, install into conda's Library/, the pytorch wheel as its
-    wheel.exclude leaves it, no link-back; the rendered ``if [not] exist`` tests run. Then a new
+    """win-64: the build's pipeline as bld.bat runs it: stage, verify, install into conda's
+    Library/, the pytorch wheel as its wheel.exclude leaves it, no magma pass and no link-back; the rendered ``if [not] exist`` tests run. Then a new
     DLL in torch/lib that no rule takes is named."""
     rows = real_rows("win_amd64")
     feedstock = shutil.copytree(base.feedstock, tmp_path / "feedstock", symlinks=True)
@@ -402,7 +402,10 @@ def test_a_windows_wheel_is_split_as_bld_bat_does(base: Setup, tmp_path: Path) -
     split = re.search(r"^  ok     win-64 \(win_64_cpu, Python 3.12\): (.*)$", same.stdout, re.M)
     assert split, same.stdout
     ran = re.search(r"(\d+) file checks of the rendered tests ran, 0 failed", split.group(1))
-    assert ran and int(ran.group(1)) >= 10 and "no link-back on Windows" in split.group(1), split.group(1)
+    assert ran and int(ran.group(1)) >= 10, split.group(1)
+    left_out = re.search(r"; not for win-64: ([^;]*);", split.group(1))
+    assert left_out and "split link-back (pytorch)" in left_out.group(1), split.group(1)
+    assert "magma relink" in left_out.group(1) and "split install (libtorch-cuda-linalg)" in left_out.group(1)
 
     probe = check([*rows, Row("torch/lib/torch_bump_probe.dll", 10, True)])
     assert probe.returncode == 1, probe.stdout + probe.stderr

@@ -27,6 +27,7 @@ from harness.conda_build import RunResult, find_config, run_config
 from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.pythons import CPython, find_cpythons
+from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 
 pytestmark = pytest.mark.slow
 
@@ -289,6 +290,17 @@ def test_scikit_build_core_ran_without_clearing_the_cache(run: RunResult) -> Non
             assert "build/ adopted for this output's backend" in log, log[-2000:]
             assert f"/lib/python{step.python}/site-packages/scikit_build_core" in log
     assert (_build_dir(run) / "CMakeFiles" / "megabuild-tree-kept").is_file()
+
+
+def test_the_build_runs_the_pipeline_description(run: RunResult) -> None:
+    """The top level and every pytorch output ran exactly PIPELINE's steps for their target, in
+    order (the bump check runs the same object: tests/test_pipeline.py)."""
+    target = Target("linux-64", cuda=True, megabuild=True)
+    for phase, step in [(Phase.TOP_LEVEL, run.step("libtorch-split")),
+                        *((Phase.PYTORCH, run.step("pytorch", py)) for py in run.pythons)]:  # fmt: skip
+        log = step.log.read_text(errors="replace")
+        announced = [line[len(STEP_MARK) :] for line in log.splitlines() if line.startswith(STEP_MARK)]
+        assert announced == [f"{phase.value}: {s.name}" for s in PIPELINE.steps(phase, target)], step.log
 
 
 def test_every_step_forwards_the_same_environment(run: RunResult) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 import os
 import re
 import subprocess
@@ -10,9 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from feedstock.paths import RECIPE
+from feedstock.bump import placeholder_build, split_run
+from feedstock.bump.listings import read_listing
+from feedstock.bump.placeholder_build import Layout
+from feedstock.bump.platforms import BY_NAME
+from feedstock.bump.split_spec import SplitSpec
+from feedstock.paths import RECIPE, REPO
 from megabuild import cli
 from megabuild.errors import MegabuildError
+from megabuild.pipeline import options, steps
 from megabuild.pipeline.description import PIPELINE, Action, Phase, Step, Target
 
 LINUX_CUDA = Target("linux-64", cuda=True)
@@ -117,3 +124,63 @@ def test_a_real_step_failure_is_one_line_naming_the_step(tmp_path: Path) -> None
     assert proc.stderr.startswith("megabuild: error: top-level: pip install: pip install . failed"), (
         proc.stderr
     )
+
+
+# -- the build and the bump check run the same pipeline -------------------------------------------
+
+
+def _layout(subdir: str, listing: str, cuda: bool) -> Layout:
+    platform = BY_NAME[subdir]
+    rows = [r for r in read_listing(REPO / "tests" / "data" / listing)
+            if not any(fnmatch.fnmatch(r.path, g) for g in platform.not_in_conda_build)]  # fmt: skip
+    spec = SplitSpec(RECIPE / "split_spec.json", subdir)
+    return Layout(platform, rows, "3.12", cuda, "test", [], spec)
+
+
+def test_build_and_bump_check_hold_the_same_pipeline_object() -> None:
+    assert split_run.PIPELINE is steps.PIPELINE is placeholder_build.PIPELINE is PIPELINE
+    env = {"PKG_NAME": "pytorch", "SRC_DIR": "/src", "RECIPE_DIR": str(RECIPE), "PREFIX": "/p",
+           "SP_DIR": "/sp", "PY_VER": "3.12", "target_platform": "linux-64",
+           "cuda_compiler_version": "12.6", "megabuild": "true"}  # fmt: skip
+    real = steps.RealBuild(options.from_environment(env), env).handlers()
+    # `split install` runs in the install outputs' own scripts; everything else in `megabuild build`
+    assert set(real) == PIPELINE.actions() - {Action.INSTALL}
+    layout = _layout("osx-arm64", "torch-2.14.1-cp312-macosx_arm64-files.tsv", cuda=False)
+    placeholders = placeholder_build.PlaceholderBuild(layout, placeholder_build.Places(Path("/x"), layout))
+    assert set(placeholders.handlers()) == PIPELINE.actions(placeholders=True)
+
+
+@pytest.mark.parametrize(
+    ("subdir", "listing", "cuda"),
+    [
+        ("linux-64", "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv", True),
+        ("win-64", "torch-2.14.1-cp312-win_amd64-files.tsv", False),
+    ],
+)
+def test_the_bump_check_runs_the_pipeline_steps(
+    tmp_path: Path, subdir: str, listing: str, cuda: bool
+) -> None:
+    """Every phase, every step the platform rules keep, in order: a step the pipeline gains or a
+    phase run out of order fails here. The pytorch output is laid out as its wheel.exclude leaves
+    it, and link-back links the installed packages' files pip never installed."""
+    layout = _layout(subdir, listing, cuda)
+    places = placeholder_build.Places(tmp_path, layout)
+    results = split_run.Run(layout, places).all_phases()
+    expected = [f"{phase.value}: {s.name}" for phase, _ in PIPELINE.phases
+                for s in PIPELINE.steps(phase, layout.target, placeholders=True)]  # fmt: skip
+    linalg_runs = 2 if PIPELINE.steps(Phase.LINALG, layout.target) else 0  # magma, nomagma
+    assert [s for s in results.steps if s != "libtorch-cuda-linalg: split install"] == [
+        s for s in expected if s != "libtorch-cuda-linalg: split install"
+    ]
+    assert results.steps.count("libtorch-cuda-linalg: split install") == linalg_runs
+    assert not [f for f in results.failed if not f.startswith("no rendered")], results.failed
+    torch = places.prefix_site_packages / "torch"
+    if layout.windows:
+        assert not (torch / "lib" / "c10.dll").exists()  # wheel.exclude: libtorch's DLL is not packed
+        assert (places.prefix / "Library" / "bin" / "c10.dll").is_file()
+    else:
+        linked = torch / "lib" / "libtorch_cuda_linalg.so"  # excluded from the wheel, linked back
+        assert linked.is_symlink() and linked.resolve() == (places.prefix / "lib" / linked.name).resolve()
+        assert (torch / "lib" / "libtorch_python.so").is_file() and not (
+            torch / "lib" / "libtorch_python.so"
+        ).is_symlink()

@@ -109,6 +109,7 @@ class Step:
 
 
 Handler = Callable[[Step], None]
+STEP_MARK = "megabuild step: "  # how a build log announces each step (tests read the logs)
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,13 @@ class Pipeline:
         return tuple(p.value for p in (Phase.LIBTORCH, Phase.LINALG) if self.steps(p, target))
 
     def run(
-        self, phase: Phase, target: Target, handlers: Mapping[Action, Handler], *, placeholders: bool = False
+        self,
+        phase: Phase,
+        target: Target,
+        handlers: Mapping[Action, Handler],
+        *,
+        placeholders: bool = False,
+        announce: Callable[[str], None] | None = None,
     ) -> list[Step]:
         """Run ``phase``'s steps through ``handlers``; a failure is one error naming phase and step."""
         needed = {s.action for s in self.all_steps(phase) if not (placeholders and s.build_tree)}
@@ -148,6 +155,8 @@ class Pipeline:
             )
         ran = []
         for step in self.steps(phase, target, placeholders=placeholders):
+            if announce is not None:
+                announce(f"{STEP_MARK}{phase.value}: {step.name}")
             try:
                 handlers[step.action](step)
             except MegabuildError as exc:

@@ -30,6 +30,10 @@ FORWARDED_RECORD = forwarded_env.RECORD_NAME
 MAGMA_DEFINES = ["MAGMA_V2"]
 
 
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
 def _say(lines: list[str]) -> None:
     print("\n".join(lines), flush=True)
 
@@ -165,7 +169,7 @@ class RealBuild:
 def run(opts: BuildOptions, env: Mapping[str, str], phase: Phase, *, full_wheel: bool = False) -> None:
     """One phase of :data:`PIPELINE` on the real build."""
     build = RealBuild(opts, env, full_wheel=full_wheel)
-    ran = PIPELINE.run(phase, opts.target, build.handlers())
+    ran = PIPELINE.run(phase, opts.target, build.handlers(), announce=_announce)
     skipped = [s.name for s in PIPELINE.all_steps(phase) if s not in ran]
     if skipped:
         print(f"{phase.value}: not run for {opts.target_platform}: {', '.join(skipped)}", flush=True)

@@ -19,7 +19,8 @@ from pathlib import Path
 from ..errors import FeedstockError, capped
 from .platforms import Platform
 from .report import Finding, Level
-from .tools import Row, SplitSpec
+from .split_spec import SplitSpec
+from .tools import Row
 from .wheels import WheelFacts, version_key
 
 HEADER = ("path", "size", "executable")

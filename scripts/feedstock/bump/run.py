@@ -20,7 +20,8 @@ from .platforms import Platform
 from .recipe import Recipe, config_for, cuda_of, minor_key, pick, read_recipe, rendered
 from .report import Finding, Level, Report
 from .split_run import Layout, split_findings
-from .tools import Row, SpecUnavailable, SplitSpec, sha256_of, wheel_rows
+from .split_spec import SpecUnavailable, SplitSpec
+from .tools import Row, sha256_of, wheel_rows
 from .wheels import Fetched, Missing, WheelFacts, baseline_wheel, fetch, no_wheel_at_all, read_wheel
 
 VERSION = re.compile(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?")
@@ -214,7 +215,7 @@ def split_section(recipe: Recipe, checked: Sequence[Checked]) -> list[Finding]:
     for one in checked:
         layout = layout_of(one)
         if layout is not None:
-            found += split_findings(recipe, layout)
+            found += split_findings(layout)
         else:
             text = f"{one.platform.subdir}: no config or split spec for this wheel: split not run"
             found.append(Finding("split", Level.ACTION, text))

@@ -1,295 +1,126 @@
-"""The split of a new wheel's layout, checked by the recipe's own rendered file tests.
+"""The split of a new wheel's layout: the recipe's build pipeline on placeholders, checked by the
+recipe's own rendered file tests.
 
-The same steps as the build scripts, with the real ``python -m megabuild split`` commands on the
-wheel's files laid out as empty placeholders: the top level's site-packages tree, ``stage``
-(CUDA: nomagma, then a relinked linalg library staged as magma), ``verify``, ``install`` of
-libtorch and libtorch-cuda-linalg, the pytorch output's ``pip install .`` (the wheel tree again)
-and ``link-back``. Then every command of the rendered ``test:`` sections that only inspects
-files (``test ...`` / ``[ ... ]``; on Windows cmd's ``if [not] exist``, see ``feedstock.wincmd``)
-runs in bash, in the prefix that package's test env would have; commands that need the real
-runtime are counted. Last, every laid-out file must end up in exactly one package, or dropped.
+The bump check runs :data:`megabuild.pipeline.description.PIPELINE`, the object ``megabuild build
+top-level|pytorch`` runs on the real build, phase by phase (top level, libtorch-cuda-linalg,
+libtorch, pytorch), through :class:`PlaceholderBuild`: its handlers do to the wheel's files, laid
+out as empty placeholders, what the build does to the built ones, with the same typed split calls
+(``stage``, ``verify``, ``install``, ``link-back``). Steps that need the real CMake tree (the
+forwarded environment, the cache, the build state) are the only ones left out; the pipeline refuses
+a handler table that misses any other. So the per-platform rules are the build's: no magma pass, no
+linalg package and no link-back on Windows; every pytorch output packs only what its per-Python
+``wheel.exclude`` leaves (the placeholders of excluded files are never laid out), and link-back
+links the installed packages' files (``--link-installed``, from the conda-meta records the install
+phases leave, as conda's would).
 
-Windows follows bld.bat: no linalg package and no magma pass, libtorch installed into conda's
-``Library/``, the pytorch wheel as its per-Python ``wheel.exclude`` leaves it, and no link-back
-(no symlinks; torch finds libtorch's DLLs in ``Library/bin``).
+After each install phase every command of the rendered ``test:`` sections that only inspects files
+(``test ...`` / ``[ ... ]``; on Windows cmd's ``if [not] exist``, see ``feedstock.wincmd``) runs in
+bash, in the prefix that package's test env would have; commands that need the real runtime are
+counted. Last, every laid-out file must end up in exactly one package, or dropped.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-import sys
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from megabuild.errors import MegabuildError
+from megabuild.pipeline.description import PIPELINE, Phase
 
 from .. import wincmd
 from ..render import RenderedOutput
-from .platforms import Platform
-from .recipe import Recipe, pick
+from .file_tests import SplitRun, is_file_test, run_tests, run_win_tests, stand_ins
+from .placeholder_build import LINALG, Layout, PlaceholderBuild, Places, SplitStepFailed, staged_files
+from .recipe import pick
 from .report import Finding, Level
-from .tools import Row, SplitSpec
 
+__all__ = ["Layout", "is_file_test", "split_findings", "staged_files"]
 SECTION = "split"
-FILE_TESTS = ("test", "[")
-# Files of other packages a test env holds and the rendered tests look at.
-STAND_INS = {("libtorch-cuda-linalg", "true"): ["lib/libmagma{ext}"]}  # libmagma: run dep of magma
 
 
-class SplitStepFailed(Exception):
-    """A ``megabuild split`` command refused: the split of this layout stops there."""
+class Run:
+    """One layout through every phase of the pipeline, with the rendered tests after each install."""
 
+    def __init__(self, layout: Layout, places: Places) -> None:
+        self.layout = layout
+        self.places = places
+        self.build = PlaceholderBuild(layout, places)
+        self.results = SplitRun()
 
-@dataclass(frozen=True)
-class Layout:
-    platform: Platform
-    rows: list[Row]  # the files a conda build has (wheel-repair files left out)
-    python: str
-    cuda: bool
-    config: str
-    outputs: list[RenderedOutput]
-    spec: SplitSpec
+    def phase(self, phase: Phase) -> None:
+        try:
+            ran = PIPELINE.run(phase, self.layout.target, self.build.handlers(), placeholders=True)
+        except MegabuildError as exc:
+            raise SplitStepFailed(str(exc)) from None
+        self.results.steps += [f"{phase.value}: {step.name}" for step in ran]
 
-    @property
-    def windows(self) -> bool:
-        return self.platform.subdir.startswith("win-")
+    def test_env(self, prefix: Path) -> dict[str, str]:
+        if self.layout.windows:
+            return wincmd.conda_test_env(prefix, self.layout.python)
+        return {
+            "PATH": "/usr/bin:/bin",
+            "PREFIX": str(prefix),
+            "SP_DIR": str(self.places.site_packages(prefix)),
+            "SHLIB_EXT": self.layout.platform.shlib_ext,
+            "PY_VER": self.layout.python,
+        }
 
-
-@dataclass
-class SplitRun:
-    """What one layout's run found."""
-
-    staged: dict[str, set[str]] = field(default_factory=dict)  # output -> files, before install
-    ran: int = 0  # file checks run
-    failed: list[str] = field(default_factory=list)
-    not_run: int = 0  # commands that need the real runtime
-
-
-def is_file_test(command: str) -> bool:
-    """``test ...`` / ``[ ... ]`` and chains of them with && / ||, nothing else."""
-    if "$(" in command or "`" in command:
-        return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    segments: list[list[str]] = [[]]
-    try:
-        for token in lexer:
-            if token in ("&&", "||"):
-                segments.append([])
-            elif token and set(token) <= set("();<>|&"):
-                return False
-            else:
-                segments[-1].append(token)
-    except ValueError:  # unbalanced quotes: not a command we can judge
-        return False
-    return all(s and s[0] in FILE_TESTS and (s[0] != "[" or s[-1] == "]") for s in segments)
-
-
-def lay_out(root: Path, rows: Sequence[Row], blanks: Path) -> None:
-    """Every row as an empty placeholder: a hard link to one blank file per mode (12k links take
-    a fraction of the time of 12k new files). Never write into one: they share their inode."""
-    blank = {flag: blanks / ("blank-exe" if flag else "blank") for flag in (False, True)}
-    blanks.mkdir(parents=True, exist_ok=True)
-    for flag, path in blank.items():
-        if not path.exists():
-            path.touch(0o755 if flag else 0o644)
-            path.chmod(0o755 if flag else 0o644)
-    made: set[Path] = set()
-    for row in rows:
-        full = root / row.path
-        if full.parent not in made:
-            full.parent.mkdir(parents=True, exist_ok=True)
-            made.add(full.parent)
-        os.link(blank[row.executable], full)
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    """A new file (never through an existing placeholder's shared inode)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
-class Splitter:
-    """Runs ``python -m megabuild split`` of the feedstock's recipe for one layout."""
-
-    def __init__(self, recipe: Recipe, layout: Layout) -> None:
-        self.recipe_dir = recipe.recipe_dir
-        self.plat = ["--spec", str(recipe.spec_path), "--target-platform", layout.platform.subdir]
-        self.cuda = ["--cuda"] if layout.cuda else []
-
-    def __call__(self, step: str, *args: str | Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(self.recipe_dir))
-        command = [sys.executable, "-m", "megabuild", "split", step, *self.plat, *map(str, args)]
-        res = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            lines = (res.stderr or res.stdout).strip().splitlines() or [f"exit {res.returncode}"]
-            raise SplitStepFailed(f"split {step}: {lines[-1]}")
-
-
-def run_tests(output: RenderedOutput, env: dict[str, str], cwd: Path, results: SplitRun) -> None:
-    """Run the output's file checks in bash; count the rest."""
-    magma = output.variant.get("with_magma")
-    label = output.name if magma is None else f"{output.name}[with_magma={magma}]"
-    results.not_run += len(output.test.get("imports", []))
-    for command in output.test.get("commands", []):
-        if not is_file_test(command):
-            results.not_run += 1
-            continue
-        res = subprocess.run(
-            ["bash", "-eu", "-c", command], env=env, cwd=cwd, capture_output=True, check=False
-        )
-        results.ran += 1
-        if res.returncode != 0:
-            results.failed.append(f"{label}: {command}")
-
-
-def run_win_tests(output: RenderedOutput, env: dict[str, str], results: SplitRun) -> None:
-    """Run the output's ``if [not] exist`` checks as bash ``test``; count the rest."""
-    results.not_run += len(output.test.get("imports", []))
-    for command in output.test.get("commands", []):
-        argv = wincmd.file_test(command, env)
-        if argv is None:
-            results.not_run += 1
-            continue
-        results.ran += 1
-        if subprocess.run(argv, capture_output=True, check=False).returncode != 0:
-            results.failed.append(f"{output.name}: {command}")
-
-
-def _stand_ins(where: Path, output: RenderedOutput, ext: str) -> None:
-    for path in STAND_INS.get((output.name, output.variant.get("with_magma", "")), []):
-        target = where / path.format(ext=ext)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _write_new(target, b"stand-in")
-
-
-@dataclass(frozen=True)
-class Places:
-    """The directories of one run."""
-
-    work: Path
-
-    @property
-    def blanks(self) -> Path:
-        return self.work / "blanks"
-
-    def site_packages(self, root: str, python: str) -> Path:
-        return self.work / root / f"lib/python{python}/site-packages"
-
-    @property
-    def staging(self) -> Path:
-        return self.work / "staging"
-
-    @property
-    def prefix(self) -> Path:
-        return self.work / "prefix"
-
-    def prefix_site_packages(self, layout: Layout) -> Path:
-        if layout.windows:
-            return Path(wincmd.conda_test_env(self.prefix, layout.python)["SP_DIR"])
-        return self.site_packages("prefix", layout.python)
-
-
-def _stage(layout: Layout, split: Splitter, tree: Path, staging: Path) -> None:
-    """build.sh's / bld.bat's top level: stage, the magma pass (CUDA; none on Windows, which has no
-    linalg package), verify."""
-    split("stage", "--tree", tree, "--staging", staging, *split.cuda, "--linalg-variant", "nomagma")
-    if layout.cuda and not layout.windows:
-        # the magma pass relinks only libtorch_cuda_linalg
-        _write_new(tree / f"lib/libtorch_cuda_linalg{layout.platform.shlib_ext}", b"magma")
-        magma = ("--linalg-variant", "magma", "--only", "libtorch-cuda-linalg")
-        split("stage", "--tree", tree, "--staging", staging, *split.cuda, *magma)
-    split("verify", "--staging", staging, *split.cuda)
-
-
-def _linalg(layout: Layout, split: Splitter, places: Places, env: dict[str, str], results: SplitRun) -> None:
-    """install_linalg.sh per variant, each tested in its own env; nomagma's env continues as $PREFIX."""
-    for magma, variant in (("true", "magma"), ("false", "nomagma")):
-        where = places.work / f"prefix-linalg-{variant}"
-        split("install", f"libtorch-cuda-linalg-{variant}", "--staging", places.staging, "--prefix", where)
-        output = pick(layout.outputs, "libtorch-cuda-linalg", with_magma=magma)
+    def test(self, output: RenderedOutput | None, prefix: Path) -> None:
         if output is None:
-            results.failed.append(f"no rendered libtorch-cuda-linalg with_magma={magma} in {layout.config}")
-            continue
-        _stand_ins(where, output, layout.platform.shlib_ext)
-        run_tests(output, dict(env, PREFIX=str(where)), places.work, results)
-    os.rename(places.work / "prefix-linalg-nomagma", places.prefix)
+            return
+        if self.layout.windows:
+            run_win_tests(output, self.test_env(prefix), self.results)
+        else:
+            run_tests(output, self.test_env(prefix), self.places.work, self.results)
 
+    def output(self, name: str, **variant: str) -> RenderedOutput | None:
+        found = pick(self.layout.outputs, name, **variant)
+        if found is None:
+            wanted = f"{name} {variant}" if variant else name
+            self.results.failed.append(f"no rendered {wanted} in {self.layout.config}")
+        return found
 
-def _output(layout: Layout, name: str, results: SplitRun, **variant: str) -> RenderedOutput | None:
-    found = pick(layout.outputs, name, **variant)
-    if found is None:
-        wanted = f"{name} {variant}" if variant else name
-        results.failed.append(f"no rendered {wanted} in {layout.config}")
-    return found
+    def linalg(self) -> None:
+        """install_linalg.sh per variant, each tested in its own env; nomagma's continues as $PREFIX."""
+        if not PIPELINE.steps(Phase.LINALG, self.layout.target):
+            return  # no linalg package for this target (CPU, Windows)
+        for magma, variant in (("true", "magma"), ("false", "nomagma")):
+            where = self.places.work / f"prefix-linalg-{variant}"
+            self.build.install = (f"{LINALG}-{variant}", where)
+            self.phase(Phase.LINALG)
+            output = self.output(LINALG, with_magma=magma)
+            if output is not None:
+                stand_ins(where, output, self.layout.platform.shlib_ext)
+            self.test(output, where)
+        os.rename(self.places.work / "prefix-linalg-nomagma", self.places.prefix)
 
+    def top_level(self) -> None:
+        self.phase(Phase.TOP_LEVEL)
+        self.results.staged = self.build.staged = staged_files(self.places.staging)
 
-def split_and_test(layout: Layout, split: Splitter, places: Places) -> SplitRun:
-    """The build scripts' steps and the rendered file tests; raises SplitStepFailed."""
-    top_sp = places.site_packages("top", layout.python)
-    lay_out(top_sp, layout.rows, places.blanks)
-    _stage(layout, split, top_sp / "torch", places.staging)
-    results = SplitRun(staged=staged_files(places.staging))
-    sp_dir = places.site_packages("prefix", layout.python)
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "PREFIX": str(places.prefix),
-        "SP_DIR": str(sp_dir),
-        "SHLIB_EXT": layout.platform.shlib_ext,
-        "PY_VER": layout.python,
-    }
-    if layout.cuda:
-        _linalg(layout, split, places, env, results)
-    split("install", "libtorch", "--staging", places.staging, "--prefix", places.prefix)
-    libtorch = _output(layout, "libtorch", results)
-    if libtorch is not None:
-        run_tests(libtorch, env, places.work, results)
-    # the pytorch output's own `pip install .` puts the whole wheel tree into its site-packages
-    lay_out(sp_dir, layout.rows, places.blanks)
-    tag = ("--python-tag", f"cpython-{layout.python.replace('.', '')}")
-    split("link-back", "--prefix", places.prefix, "--sp-dir", sp_dir, "--drop-libtorch-headers", *tag)
-    pytorch = _output(layout, "pytorch", results, python=layout.python)
-    if pytorch is not None:
-        run_tests(pytorch, env, places.work, results)
-    return results
+    def libtorch(self) -> None:
+        self.build.install = ("libtorch", self.places.prefix)
+        self.phase(Phase.LIBTORCH)
+        self.test(self.output("libtorch"), self.places.prefix)
 
+    def pytorch(self) -> None:
+        self.phase(Phase.PYTORCH)
+        self.results.failed += self.build.wheel_exclude_problems
+        self.test(self.output("pytorch", python=self.layout.python), self.places.prefix)
 
-def split_and_test_windows(layout: Layout, split: Splitter, places: Places) -> SplitRun:
-    """bld.bat's steps and the rendered win file tests; raises SplitStepFailed."""
-    top_sp = places.work / "top" / "Lib" / "site-packages"  # the top level's pip install .
-    lay_out(top_sp, layout.rows, places.blanks)
-    staging = places.staging
-    _stage(layout, split, top_sp / "torch", staging)
-    results = SplitRun(staged=staged_files(staging))
-    env = wincmd.conda_test_env(places.prefix, layout.python)
-    split("install", "libtorch", "--staging", staging, "--prefix", places.prefix)  # install_libtorch.bat
-    libtorch = _output(layout, "libtorch", results)
-    if libtorch is not None:
-        run_win_tests(libtorch, env, results)
-    # the pytorch output: pip install . with the per-Python wheel.exclude; no link-back
-    excluded = layout.spec.wheel_excluded(row.path for row in layout.rows)
-    moved_out = {f"torch/{rel}" for name in ("libtorch", "_dropped") for rel in results.staged.get(name, ())}
-    if excluded != moved_out:
-        differ = sorted(excluded ^ moved_out)
-        results.failed.append(f"wheel.exclude and the split disagree on {len(differ)} file(s): {differ[:5]}")
-    lay_out(
-        places.prefix_site_packages(layout), [r for r in layout.rows if r.path not in excluded], places.blanks
-    )
-    pytorch = _output(layout, "pytorch", results, python=layout.python)
-    if pytorch is not None:
-        run_win_tests(pytorch, env, results)
-    return results
-
-
-def staged_files(staging: Path) -> dict[str, set[str]]:
-    """Files (and symlinks) per staged output, relative to the output's root."""
-    return {
-        out.name: {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_symlink() or not p.is_dir()}
-        for out in staging.iterdir()
-    }
+    def all_phases(self) -> SplitRun:
+        """Every phase, in the pipeline's order; raises SplitStepFailed (and KeyError for a phase
+        the pipeline has and this run does not know: the two must not drift apart)."""
+        runs = {
+            Phase.TOP_LEVEL: self.top_level,
+            Phase.LINALG: self.linalg,
+            Phase.LIBTORCH: self.libtorch,
+            Phase.PYTORCH: self.pytorch,
+        }
+        for phase, _steps in PIPELINE.phases:
+            runs[phase]()
+        return self.results
 
 
 def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -299,7 +130,7 @@ def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[
     linalg = {
         rel for name, files in staged.items() if name.startswith("libtorch-cuda-linalg") for rel in files
     }
-    sp_dir = places.prefix_site_packages(layout)
+    sp_dir = places.prefix_site_packages
     found: dict[str, list[str]] = {}
     for row in layout.rows:
         rel = row.path.removeprefix("torch/")
@@ -336,26 +167,35 @@ def _ownership_findings(layout: Layout, places: Places, staged: dict[str, set[st
     return out
 
 
-def split_findings(recipe: Recipe, layout: Layout) -> list[Finding]:
+def _steps_summary(layout: Layout, ran: list[str]) -> str:
+    """The pipeline steps that ran, and those its platform rules leave out for this target."""
+    done = list(dict.fromkeys(line.split(": ", 1)[1] for line in ran))
+    left_out = [
+        f"{step.name} ({phase.value})" if phase is not Phase.TOP_LEVEL else step.name
+        for phase, steps in PIPELINE.phases
+        for step in steps
+        if not step.build_tree and f"{phase.value}: {step.name}" not in ran
+    ]
+    text = f"the build's pipeline ran {', '.join(done)}"
+    if left_out:
+        text += f"; not for {layout.platform.subdir}{' CUDA' if layout.cuda else ''}: {', '.join(left_out)}"
+    return text
+
+
+def split_findings(layout: Layout) -> list[Finding]:
     """The split of one layout and its rendered tests, as findings."""
     subdir = f"{layout.platform.subdir} ({layout.config}, Python {layout.python})"
     with tempfile.TemporaryDirectory(prefix="bump-split-") as tmp:
-        places = Places(Path(tmp))
+        places = Places(Path(tmp), layout)
         try:
-            run = split_and_test_windows if layout.windows else split_and_test
-            results = run(layout, Splitter(recipe, layout), places)
+            results = Run(layout, places).all_phases()
         except SplitStepFailed as exc:
             return [Finding(SECTION, Level.ACTION, f"{subdir}: {exc}")]
         found = [Finding(SECTION, Level.ACTION, f"{subdir}: test fails: {line}") for line in results.failed]
         found += _ownership_findings(layout, places, results.staged)
     level = Level.INFO if found else Level.OK
-    steps = (
-        "stage, verify, install (no link-back on Windows)"
-        if layout.windows
-        else "stage, verify, install, link-back"
-    )
     summary = (
-        f"{subdir}: {steps} done; {results.ran} file checks of the rendered "
+        f"{subdir}: {_steps_summary(layout, results.steps)}; {results.ran} file checks of the rendered "
         f"tests ran, {len(results.failed)} failed; {results.not_run} need the real runtime (not run)"
     )
     return [Finding(SECTION, level, summary), *found]
