@@ -379,8 +379,9 @@ def test_the_baseline_is_the_recipes_version_else_the_newest_older_one(tmp_path:
 
 def test_a_windows_wheel_is_split_as_bld_bat_does(base: Setup, tmp_path: Path) -> None:
     """win-64: the build's pipeline as bld.bat runs it: stage, verify, install into conda's
-    Library/, the pytorch wheel as its wheel.exclude leaves it, no magma pass and no link-back; the rendered ``if [not] exist`` tests run. Then a new
-    DLL in torch/lib that no rule takes is named."""
+    Library/, the pytorch wheel as its wheel.exclude leaves it, no magma pass and no link-back;
+    the rendered ``if [not] exist`` tests run. Then a new DLL in torch/lib that no rule takes is
+    named."""
     rows = real_rows("win_amd64")
     feedstock = shutil.copytree(base.feedstock, tmp_path / "feedstock", symlinks=True)
     old = Wheel(OLD, rows, pip_tag="win_amd64").write(tmp_path / "cache")

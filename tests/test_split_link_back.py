@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -195,3 +196,25 @@ def test_link_back_plan_is_pure_and_reports_every_problem(env: tuple[Path, Path,
     assert "libtorch_python.so exists and is not a link" in message
     assert "match no rule" in message and "lib/libunknown.so" in message
     assert "missing in the prefix" in message and message.endswith("; nothing was changed")
+
+
+def test_links_for_files_pip_never_installed_are_counted_apart(env: tuple[Path, Path, Path]) -> None:
+    """``--link-installed``: the wheel left libtorch_cpu out (wheel.exclude); its link is made, not a
+    replacement, and the report says so apart from the files it replaced."""
+    spec_path, prefix, sp_dir = env
+    torch = sp_dir / "torch"
+    (torch / "lib/libtorch_cpu.so").unlink()  # pip never installed it
+    libtorch = sorted(
+        p.relative_to(prefix).as_posix() for p in (prefix / "lib").rglob("*") if p.is_file() or p.is_symlink()
+    )
+    record = {"name": "libtorch", "version": "0", "build": "0", "files": libtorch}
+    write(prefix / "conda-meta/libtorch-0-0.json", json.dumps(record).encode())
+    report = plan_link_back(
+        load_spec(spec_path), prefix, sp_dir, python_tag="cpython-312", link_installed=("libtorch",)
+    ).run()
+    assert (torch / "lib/libtorch_cpu.so").resolve() == (prefix / "lib/libtorch_cpu.so").resolve()
+    assert report.linked_not_installed == ["lib/libtorch_cpu.so"]
+    assert "lib/libtorch_cpu.so" not in report.linked
+    head = report.lines()[0]
+    assert f"{len(report.linked)} files replaced by symlinks" in head
+    assert "1 symlink made for a file pip did not install (--link-installed)" in head, head

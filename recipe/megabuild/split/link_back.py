@@ -46,7 +46,8 @@ _TAG = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)?")
 
 @dataclass
 class LinkBackReport(PlanReport):
-    linked: list[str] = field(default_factory=list)
+    linked: list[str] = field(default_factory=list)  # pip's copies replaced by symlinks
+    linked_not_installed: list[str] = field(default_factory=list)  # --link-installed: pip never had them
     already_linked: list[str] = field(default_factory=list)
     size_differs: list[str] = field(default_factory=list)
     kept_missing: list[str] = field(default_factory=list)
@@ -58,10 +59,14 @@ class LinkBackReport(PlanReport):
     target_platform: str = ""
 
     def lines(self) -> list[str]:
+        made = len(self.linked_not_installed)
         out = [
             f"split link-back ({self.target_platform}): {len(self.linked)} files replaced by symlinks "
             "into the prefix "
-            f"({len(self.already_linked)} already linked), {len(self.dropped)} dropped files removed, "
+            f"({len(self.already_linked)} already linked), "
+            f"{made} symlink{'s' if made != 1 else ''} made for {'files' if made != 1 else 'a file'} "
+            "pip did not install (--link-installed), "
+            f"{len(self.dropped)} dropped files removed, "
             f"{self.pyc_removed} .pyc of other Pythons removed (kept {self.python_tag})",
         ]
         if self.headers_removed:
@@ -150,7 +155,9 @@ def plan_link_back(
     _scan_include(spec, places, scan, drop_libtorch_headers)
     pyc = _foreign_pyc(sp_dir, python_tag)
     report = scan.report
-    report.linked = [link.rel for link in scan.links if link.root == torch_dir]
+    into_torch = [link for link in scan.links if link.root == torch_dir]
+    report.linked = [link.rel for link in into_torch if link.replaces]
+    report.linked_not_installed = [link.rel for link in into_torch if not link.replaces]
     report.pyc_removed = len(pyc)
     report.headers_removed = len(scan.headers)
     include = torch_dir / "include"
