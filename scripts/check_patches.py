@@ -301,7 +301,8 @@ def cache_dir() -> Path:
 def pip_download(requirement: str, platform: str, python: str, dest: Path, timeout: float) -> None:
     """``pip download`` one binary wheel (no dependencies) for another platform into ``dest``."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        # not --quiet: it hides pip's reasons (the resolver's "caused by" lines) from the caller
+        [sys.executable, "-m", "pip", "download", "--progress-bar", "off", "--no-deps", "--only-binary=:all:",
          "--platform", platform, "--python-version", python, requirement, "-d", str(dest)],
         check=True, capture_output=True, timeout=timeout,
     )  # fmt: skip

@@ -309,15 +309,26 @@ def test_not_a_feedstock_is_bad_input(tmp_path: Path) -> None:
     assert res.stderr.startswith("bump_version.py: error: not a feedstock: cannot read"), res.stderr
 
 
-@pytest.mark.slow
-def test_unknown_version_on_the_index(tmp_path: Path) -> None:
-    """Needs the index: skipped where pip cannot reach it."""
-    res = run("99.0.0", "--platforms", "osx-arm64", "--cache", tmp_path / "cache", cwd=tmp_path)
-    if "no network" in res.stderr:
-        pytest.skip(f"package index not reachable: {res.stderr.strip()}")
+def _pip_env(**settings: str) -> dict[str, str]:
+    """This machine's pip settings gone (no config file, no PIP_*), ``settings`` instead."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "1", **settings}
+
+
+def test_unknown_version_on_the_index(base: Setup, tmp_path: Path) -> None:
+    """A real pip and an index (a local find-links dir) that has torch, but not the version asked."""
+    links = Wheel(NEW, base.rows[:3]).write(tmp_path / "links").parent
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "9.9.0", "--platforms", "osx-arm64", "--cache",
+         str(tmp_path / "cache"), "--feedstock", str(base.feedstock)],
+        capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path,
+        env=_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links)),
+    )  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "unknown version: no torch 99.0.0 wheel on the index (the newest there: " in res.stderr
-    assert res.stderr.count("\n") == 1
+    assert res.stderr == (
+        "bump_version.py: error: unknown version: no torch 9.9.0 wheel on the index "
+        f"(the newest there: {NEW})\n"
+    )
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
 
 
@@ -326,8 +337,7 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=f"http://127.0.0.1:{port}/simple", PIP_RETRIES="1")
+    env = _pip_env(PIP_INDEX_URL=f"http://127.0.0.1:{port}/simple")
     res = subprocess.run(
         [sys.executable, str(SCRIPT), NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache")],
         capture_output=True, text=True, check=False, timeout=120, env=env, cwd=tmp_path,
@@ -335,6 +345,26 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.startswith("bump_version.py: error: no network: "), res.stderr
     assert res.stderr.count("\n") == 1
+    assert not os.listdir(tmp_path / "cache" / PIP_TAG)
+
+
+def test_a_pip_constraint_that_caps_torch_is_named(base: Setup, tmp_path: Path) -> None:
+    """The index (a local find-links dir) has the new wheel; a pip constraint caps torch below it.
+    pip's own reason comes through, not "no network"."""
+    links = Wheel(NEW, base.rows[:3]).write(tmp_path / "links").parent
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"torch<={OLD}\n")
+    env = _pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links), PIP_CONSTRAINT=str(constraints))
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache"),
+         "--feedstock", str(base.feedstock)],
+        capture_output=True, text=True, check=False, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"bump_version.py: error: pip refused torch {NEW}: "), res.stderr
+    assert f"The user requested (constraint) torch<={OLD}" in res.stderr
+    assert "no network" not in res.stderr
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
 
 

@@ -87,7 +87,8 @@ def fetch_all(options: Options, pythons: Sequence[str]) -> tuple[list[Fetched], 
         # the index answered for a platform every release has, and has no such version: asking
         # every other platform and Python the same takes a minute and says nothing new
         unknown = result.versions_seen and options.version not in result.versions_seen
-        if not fetched and not platform.stood_in_by and unknown:
+        # pip refused the version (a constraint, a conflict): the same for every platform
+        if not fetched and not platform.stood_in_by and (unknown or result.refused):
             raise no_wheel_at_all(options.version, [result], options.offline)
     if not fetched:
         raise no_wheel_at_all(options.version, missing, options.offline)

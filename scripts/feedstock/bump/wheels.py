@@ -31,6 +31,9 @@ _NETWORK_ERRORS = (
     "ProxyError",
 )
 _FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+# pip's resolver refusing a version the index has: a constraint, a conflict (ResolutionImpossible)
+_REFUSED = "ResolutionImpossible"
+_CAUSED_BY = re.compile(r"^The conflict is caused by:\n((?:[ \t]+\S.*\n?)+)", re.M)
 _PYTHON_CLASSIFIER = re.compile(r"Programming Language :: Python :: (3\.\d+)")
 
 
@@ -67,6 +70,7 @@ class Missing:
     reason: str
     network: bool = False  # pip could not reach the index
     versions_seen: tuple[str, ...] = ()  # the versions pip saw for this platform
+    refused: str = ""  # the index answered and pip refused: its own reason (a constraint, a conflict)
 
 
 def _dist_info_file(archive: zipfile.ZipFile, name: str) -> Message:
@@ -139,6 +143,18 @@ def baseline_wheel(
     return cached_wheel(cache, platform, version, pythons)
 
 
+def _refusal(output: str) -> str:
+    """pip's reason for refusing a version the index answered with ("" when it did not refuse)."""
+    if _REFUSED not in output:
+        return ""
+    errors = [
+        line.strip().removeprefix("ERROR: ") for line in output.splitlines() if line.startswith("ERROR:")
+    ]
+    caused = _CAUSED_BY.search(output)
+    causes = [line.strip() for line in caused.group(1).splitlines()] if caused else []
+    return f"{errors[0].rstrip('.') if errors else _REFUSED}: {'; '.join(causes) or _REFUSED}"
+
+
 def _missing_from_pip(platform: Platform, output: str) -> Missing:
     """Why pip found no wheel: its last error line, whether it reached the index, what it saw."""
     errors = [line.strip() for line in output.splitlines() if line.startswith("ERROR:")]
@@ -147,7 +163,8 @@ def _missing_from_pip(platform: Platform, output: str) -> Missing:
     versions = (
         tuple(v.strip() for v in seen.group(1).split(",") if v.strip() not in ("", "none")) if seen else ()
     )
-    return Missing(platform, said, any(word in output for word in _NETWORK_ERRORS), versions)
+    network = any(word in output for word in _NETWORK_ERRORS)
+    return Missing(platform, said, network, versions, "" if network else _refusal(output))
 
 
 def download(cache: Path, platform: Platform, version: str, pythons: Sequence[str]) -> Fetched | Missing:
@@ -163,8 +180,8 @@ def download(cache: Path, platform: Platform, version: str, pythons: Sequence[st
                 return Fetched(platform, read_wheel(path), "downloaded")
             output = f"pip download left no torch {version} wheel in {dest}"
         misses.append(_missing_from_pip(platform, output))
-        if misses[-1].network:
-            return misses[-1]  # another Python will not reach the index either
+        if misses[-1].network or misses[-1].refused:
+            return misses[-1]  # another Python will not reach the index either, nor lift a constraint
     if not misses:
         return Missing(platform, "no Python to ask for")
     # each Python sees the versions whose Requires-Python admits it: together, what the index has
@@ -197,9 +214,13 @@ def no_wheel_at_all(version: str, missing: list[Missing], offline: bool) -> Whee
         return WheelInputError(
             f"no cached torch {version} wheel for any of {places} (--offline; run without it to download)"
         )
+    refused = [m for m in missing if m.refused]
+    if refused:
+        return WheelInputError(f"pip refused torch {version}: {refused[0].refused}")
     seen = sorted({v for m in missing for v in m.versions_seen}, key=version_key)
-    if not seen:  # torch is on every index pip may use: one that lists no version at all did not answer
-        return WheelInputError(f"no network: the package index listed no torch version ({missing[0].reason})")
+    if not seen:  # the index answered (no network error) and lists no torch for these tags
+        tags = ", ".join(m.platform.pip_tag for m in missing)
+        return WheelInputError(f"the package index lists no torch wheel for {tags} ({missing[0].reason})")
     newest = ", ".join(seen[-3:])
     return WheelInputError(
         f"unknown version: no torch {version} wheel on the index (the newest there: {newest})"
