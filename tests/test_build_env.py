@@ -1,4 +1,4 @@
-"""The environment recipe/build.sh hands to PyTorch's setup.py, for real configs.
+"""The environment recipe/build.sh hands to PyTorch's build (scikit-build-core, CMake), for real configs.
 
 build.sh is run for real (bash, the recipe's own helpers) with conda-build's variables for a
 rendered config, up to the point where it would start the build: an unknown PKG_NAME makes it

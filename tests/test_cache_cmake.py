@@ -101,7 +101,8 @@ def _configure(cmake: str, ninja: str, build: Path, env: Path, py: CPython) -> N
             str(build),
             "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={env}/bin/python",
-            # what PyTorch's setup.py passes: site-packages first, then the prefix
+            # what PyTorch's build passes (scikit-build-core's initial cache; 2.13: setup.py):
+            # site-packages first, then the prefix
             f"-DCMAKE_PREFIX_PATH={env}/lib/python{py.short}/site-packages;{env}",
         ]
     )

@@ -280,7 +280,7 @@ def _scan_include(spec: Spec, places: _Places, scan: _Scan, drop_libtorch_header
                 into_prefix.append(rel)
             continue
         output = spec.classify(rel).output
-        if output == DROPPED:  # e.g. the omp.h setup.py copies on osx
+        if output == DROPPED:  # e.g. the bundled omp.h of the macOS wheel
             scan.removals.append(include / entry.relpath)
             scan.report.dropped.append(rel)
         elif (
