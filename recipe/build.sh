@@ -216,7 +216,7 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
     export NCCL_ROOT_DIR="$PREFIX"
     export MAGMA_HOME="$PREFIX"
     # The whole tree builds without MAGMA; only libtorch_cuda_linalg is built a
-    # second time with it (megabuild build top-level runs megabuild magma-linalg).
+    # second time with it (the top level's magma relink step, recipe/megabuild/pipeline).
     export USE_MAGMA=0
     export TORCH_NVCC_FLAGS="-Xfatbin -compress-all"
     export CMAKE_CUDA_FLAGS="-w -Xptxas -w"
