@@ -97,6 +97,8 @@ class Wheel(enum.Enum):
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a phase: what it does, where it runs, and its settings."""
+
     action: Action
     when: When = When.ALWAYS
     build_tree: bool = False  # needs the real CMake build tree: not run on placeholders
