@@ -543,6 +543,17 @@ def _numpy_moves(cache: CacheFile, interp: Interpreter) -> dict[str, str]:
     return moved
 
 
+def _recorded_soabi(recorded: str, interp: Interpreter) -> str:
+    """The SOABI field of ``_Python*_INTERPRETER_PROPERTIES`` for the new interpreter.
+
+    FindPython records it empty when it does not ask the interpreter: a cross configure
+    (``CMAKE_CROSSCOMPILING``, e.g. osx-64 on osx-arm64 with conda's ``CMAKE_SYSTEM_NAME``)
+    without an emulator. A fresh configure for the next Python leaves it empty too, so an
+    empty field stays empty; otherwise it is what the new interpreter reports.
+    """
+    return recorded and interp.soabi
+
+
 def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -> str:
     """Make interpreter-derived entries exactly what the new interpreter reports."""
     if PROPERTIES_KEY.fullmatch(key):
@@ -550,8 +561,7 @@ def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -
         if len(fields) >= 7:
             v = interp.version
             fields[1:4] = [str(v.major), str(v.minor), str(v.patch)]
-            if fields[6] != interp.soabi:
-                fields[6] = interp.soabi
+            fields[6] = _recorded_soabi(fields[6], interp)
             # Trailing four fields are stdlib, platstdlib, purelib, platlib (CMake >= 3.18).
             wanted = [interp.paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
             if len(fields) >= 11 and all(_split_prefix(f, prefix) for f in fields[-4:]):
