@@ -60,7 +60,8 @@ HOST_PLATFORM = f"macosx-{DEPLOYMENT_TARGET}-x86_64"
 DARWIN_ARGS = (
     "-DCMAKE_SYSTEM_NAME=Darwin",
     "-DCMAKE_SYSTEM_PROCESSOR=x86_64",
-    "-DCMAKE_OSX_ARCHITECTURES=x86_64",
+    "-DCMAKE_SYSTEM_VERSION=13.4.0",  # as harness/activation.py's osx-64 cross CMAKE_ARGS
+    "-DCMAKE_OSX_ARCHITECTURES=x86_64",  # scikit-build-core's, from CMAKE_SYSTEM_PROCESSOR
 )
 PROJECT = """cmake_minimum_required(VERSION 3.18)
 project(osx_cross_probe LANGUAGES NONE)
