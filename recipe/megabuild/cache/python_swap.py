@@ -57,7 +57,10 @@ cross-python (linux-aarch64 built on linux-64) ``$PREFIX/bin/python`` is
 crossenv, which needs the environment it sets up itself; only our own
 ``PYTHON*`` variables are kept away from it (see ``query_environment``). The
 NumPy include dir is taken from the interpreter even outside the host prefix,
-because crossenv's numpy is the build env's (see ``_numpy_moves``).
+because crossenv's numpy is the build env's (see ``_numpy_moves``). A configure
+that CMake itself knows to be a cross build (conda's ``CMAKE_SYSTEM_NAME``, e.g.
+osx-64 on osx-arm64) records no SOABI in the interpreter properties; that empty
+field is kept (see ``_recorded_soabi``).
 
 The swap fails, leaving the file untouched, if the cache was configured with
 another Python than ``--from``, if no reference to it is found, or if a
