@@ -238,6 +238,12 @@ if [[ "${cuda_compiler_version}" != "None" ]]; then
             export TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
             export TORCH_NVCC_FLAGS="${TORCH_NVCC_FLAGS} -compress-mode=size"
             ;;
+        13.0-linux-aarch64)
+            # upstream's aarch64 cu130 wheels (.ci/aarch64_linux/aarch64_ci_build.sh):
+            # A100, Grace Hopper, Blackwell (10.0, 12.0) and Thor (11.0); sm_80 SASS runs on sm_87
+            export TORCH_CUDA_ARCH_LIST="8.0;9.0;10.0;11.0;12.0+PTX"
+            export TORCH_NVCC_FLAGS="${TORCH_NVCC_FLAGS} -compress-mode=size"
+            ;;
         *)
             echo "build.sh: no CUDA architecture list for CUDA ${cuda_compiler_version} on ${target_platform}" >&2
             exit 1

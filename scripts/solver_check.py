@@ -93,13 +93,16 @@ class Outcome:
         return problems
 
 
+def _builds_cuda13(records: Mapping[str, Iterable[Mapping[str, Any]]], platform: str) -> bool:
+    """Whether the channel has a CUDA 13.0 pytorch for ``platform``."""
+    return any(r["build"].startswith("cuda130") for r in records.get(platform, ()) if r["name"] == "pytorch")
+
+
 def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenario]:
     """The standard requests, for the platforms (and their Python versions) the channel has."""
     out: list[Scenario] = []
     pys = pythons_by_platform(records)
-    cuda13 = any(
-        r["build"].startswith("cuda130") for r in records.get("linux-64", ()) if r["name"] == "pytorch"
-    )
+    cuda13 = _builds_cuda13(records, "linux-64")
     if "linux-64" in pys:
         p = "linux-64"
         magma = {"libtorch-cuda-linalg": "cuda126_mkl_magma_*", "libmagma": "*"}
@@ -151,6 +154,25 @@ def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenar
             Scenario("aarch64-gpu", p, ("pytorch",), CUDA, {"pytorch": "cuda126_generic_py*"}),
             Scenario("aarch64-cpu", p, ("pytorch",), None, {"pytorch": "cpu_generic_py*"}),
         ]
+        if _builds_cuda13(records, p):
+            # Grace Hopper / Blackwell servers with a CUDA 13 driver get the sbsa CUDA 13.0 build
+            linalg = {"libtorch-cuda-linalg": "cuda130_generic_magma_*", "libmagma": "*"}
+            out += [
+                Scenario(
+                    "aarch64-gpu-cuda13",
+                    p,
+                    ("pytorch",),
+                    "13.0",
+                    {"pytorch": "cuda130_generic_py*", **linalg},
+                ),
+                Scenario(
+                    "aarch64-cuda13-nomagma",
+                    p,
+                    ("pytorch", "libtorch-cuda-linalg * *_nomagma_*"),
+                    "13.0",
+                    {"libtorch-cuda-linalg": "cuda130_generic_nomagma_*", "libmagma": None},
+                ),
+            ]
     if "win-64" in pys:
         p = "win-64"  # MKL only, no libtorch-cuda-linalg (torch_cuda.dll links MAGMA)
         out += [

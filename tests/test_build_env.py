@@ -102,7 +102,7 @@ def _cmake_defines(cmake_args: str) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("target", "cuda", "cross"),
     [("linux-64", "None", False), ("linux-64", "12.6", False), ("linux-aarch64", "12.6", True),
-     ("osx-arm64", "None", True)],
+     ("linux-aarch64", "13.0", True), ("osx-arm64", "None", False), ("osx-64", "None", True)],
 )  # fmt: skip
 def test_cmake_args_from_the_real_activation(tmp_path: Path, target: str, cuda: str, cross: bool) -> None:
     """What conda-forge's compiler (and nvcc) activation exported, after build.sh: the source
@@ -115,7 +115,8 @@ def test_cmake_args_from_the_real_activation(tmp_path: Path, target: str, cuda: 
     exported = run_build_sh(
         tmp_path,
         target_platform=target,
-        build_platform="osx-64" if target.startswith("osx") else "linux-64",
+        # conda-forge.yml: osx-64 is cross-compiled on osx-arm64, linux-aarch64 on linux-64
+        build_platform="osx-arm64" if target.startswith("osx") else "linux-64",
         cuda_compiler_version=cuda,
         blas_impl="generic",
         CMAKE_ARGS=activated,

@@ -375,7 +375,8 @@ def test_a_wheel_is_split_with_the_config_of_the_nearest_cuda() -> None:
     assert chosen is not None and chosen.get("cuda_compiler_version") == ["13.0"]
     assert chosen.get("blas_impl") == ["generic"]
     cpu = config_for(configs, "osx-arm64", None, "3.12")
-    assert cpu is not None and [python_minor(v) for v in cpu.get("python")] == ["3.12"]
+    # macOS is a megabuild too: its one osx-arm64 config builds 3.12 among every other Python
+    assert cpu is not None and "3.12" in [python_minor(v) for v in cpu.get("python")]
 
 
 def test_listings_ahead_of_the_recipe_are_compared_with(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,28 +139,43 @@ def _shim(path: Path, target: Path) -> None:
     path.chmod(0o755)
 
 
-def make_cross_python(py: CPython, build_prefix: Path, prefix: Path, cache_dir: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class CrossTarget:
+    """What cross-python's activation needs to know about the target platform."""
+
+    triplet: str  # conda's compiler prefix
+    machine: str  # crossenv --machine (the activation: x86_64 for *-64, else the arch)
+    compilers: tuple[str, str]  # C and C++ compiler names after the triplet
+    fake_host: Callable[[CPython, Path, Path], Path]  # makes the host env; its sysconfigdata
+
+
+AARCH64 = CrossTarget(TRIPLET, "aarch64", ("gcc", "g++"), lambda py, p, c: _fake_aarch64_host(py, p, c))
+
+
+def make_cross_python(
+    py: CPython, build_prefix: Path, prefix: Path, cache_dir: Path, target: CrossTarget = AARCH64
+) -> dict[str, str]:
     """Host and build envs for ``py`` plus cross-python's activation; the variables it exports."""
-    sysconfigdata = _fake_aarch64_host(py, prefix, cache_dir)
+    sysconfigdata = target.fake_host(py, prefix, cache_dir)
     make_conda_like_prefix(py, build_prefix, cache_dir=cache_dir)
     short = py.short
     build_sp = build_prefix / "lib" / f"python{short}" / "site-packages"
     crossenv_spec = importlib.util.find_spec("crossenv")
     assert crossenv_spec is not None and crossenv_spec.submodule_search_locations
     shutil.copytree(crossenv_spec.submodule_search_locations[0], build_sp / "crossenv")
-    compilers = {}
-    for tool in ("gcc", "g++"):
-        stub = build_prefix / "bin" / f"{TRIPLET}-{tool}"
+    compilers = []
+    for tool in target.compilers:
+        stub = build_prefix / "bin" / f"{target.triplet}-{tool}"
         # crossenv runs --version, -print-sysroot (no sysroot: fail) and -dumpmachine.
-        answers = f"--version) echo stub;; -dumpmachine) echo {TRIPLET};; *) exit 1;;"
+        answers = f"--version) echo stub;; -dumpmachine) echo {target.triplet};; *) exit 1;;"
         stub.write_text(f'#!/bin/sh\ncase "$1" in {answers} esac\n')
         stub.chmod(0o755)
-        compilers[tool] = str(stub)
+        compilers.append(str(stub))
 
     venv = build_prefix / "venv"
     # The activation's command line (minus --sysroot: conda's sysroot is not here).
     crossenv_args = ["--without-pip", str(venv), "--sysconfigdata-file", str(sysconfigdata)]
-    crossenv_args += ["--machine", "aarch64", "--cc", compilers["gcc"], "--cxx", compilers["g++"]]
+    crossenv_args += ["--machine", target.machine, "--cc", compilers[0], "--cxx", compilers[1]]
     subprocess.run(
         [
             str(build_prefix / "bin" / "python"),

@@ -108,6 +108,30 @@ def test_no_config_file_name_contains_magma() -> None:
     assert [c.name for c in CONFIGS if "magma" in c.name.lower()] == []
 
 
+def test_every_config_is_a_megabuild_with_every_python() -> None:
+    """One CI job per config builds libtorch once and pytorch for every Python (macOS too)."""
+    for config in CONFIGS:
+        assert config.values.get("megabuild") == ["true"], config.name
+        assert len(config.values.get("python", [])) >= len(PYTHONS_MEGABUILD), config.name
+
+
+def test_macos_has_three_configs_osx_64_cross_compiled() -> None:
+    """osx-64 (mkl, generic) and osx-arm64 (generic): three jobs, not one per Python."""
+    osx = sorted(
+        (c.subdir, c.values.get("blas_impl", ["generic"])[0]) for c in CONFIGS if c.subdir.startswith("osx")
+    )
+    assert osx == [("osx-64", "generic"), ("osx-64", "mkl"), ("osx-arm64", "generic")]
+    forge = yaml.safe_load((FEEDSTOCK / "conda-forge.yml").read_text(encoding="utf-8"))
+    assert forge["build_platform"]["osx_64"] == "osx_arm64"
+
+
+def test_linux_cuda_versions() -> None:
+    """linux-64 and linux-aarch64 (sbsa) build CPU, CUDA 12.6 and CUDA 13.0."""
+    for subdir in ("linux-64", "linux-aarch64"):
+        cudas = {c.values["cuda_compiler_version"][0] for c in CONFIGS if c.subdir == subdir}
+        assert cudas == {"None", "12.6", "13.0"}, subdir
+
+
 def _has_linalg(config: Config) -> bool:
     """libtorch-cuda-linalg: Linux CUDA only (Windows builds no lazy linalg library)."""
     return _is_cuda(config) and config.platform.startswith("linux")
@@ -143,13 +167,10 @@ def test_config_renders(config: Config) -> None:
 def test_output_set_matches_design(config: Config) -> None:
     outputs = _group(rendered(config.name))
     counts = {name: len(outs) for name, outs in outputs.items()}
-    megabuild = config.platform.startswith(("linux", "win"))
     pythons = sorted(o.variant.get("python", "?").split(".*")[0] for o in outputs.get("pytorch", []))
-    if megabuild:
-        assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python on linux and win"
-    else:
-        assert len(pythons) == 1, "one Python per osx config"
-    expected = {"libtorch": 1, "pytorch": len(PYTHONS_MEGABUILD) if megabuild else 1}
+    # megabuild on every platform (macOS too): one libtorch, one pytorch per Python of the config
+    assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python in every config"
+    expected = {"libtorch": 1, "pytorch": len(PYTHONS_MEGABUILD)}
     if _is_cuda(config) and not _has_linalg(config):
         expected["pytorch-gpu"] = 1
     elif _is_cuda(config):

@@ -160,6 +160,19 @@ def test_osx_resolves_to_the_per_python_build(channel: Channel, platform: str, b
     assert_same_build(env)
 
 
+@pytest.mark.parametrize(("driver", "variant"), [("13.0", "cuda130"), ("12.6", "cuda126")])
+@pytest.mark.parametrize("py", PYTHONS)
+def test_aarch64_gets_the_build_of_its_cuda_driver(
+    channel: Channel, driver: str, variant: str, py: str
+) -> None:
+    """linux-aarch64 builds CUDA 12.6 and 13.0 (sbsa): each driver gets the newest build it can run."""
+    env = channel.solve(("pytorch", f"python={py}"), "linux-aarch64", {"__cuda": driver})
+    tag = "py" + py.replace(".", "")
+    assert env["pytorch"].build.startswith(f"{variant}_generic_{tag}_"), builds(env)
+    assert env["libtorch-cuda-linalg"].build.startswith(f"{variant}_generic_magma_"), builds(env)
+    assert_same_build(env)
+
+
 def test_every_platform_offers_every_supported_python(records: dict[str, list[dict[str, Any]]]) -> None:
     found = solver_check.pythons_by_platform(records)
     expected = {p: list(PYTHONS) for p in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")}

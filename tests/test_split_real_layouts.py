@@ -101,7 +101,7 @@ LAYOUTS = [
         "linux-aarch64-cuda",
         "torch-2.14.1-cp312-linux_aarch64-cu130-files.tsv",
         "linux-aarch64",
-        "linux_aarch64_cuda12.6",  # the only aarch64 CUDA config; the file names do not depend on it
+        "linux_aarch64_cuda13.0",  # the wheel is CUDA 13.0 (sbsa) too
         "3.12",
         cuda=True,
         shlib_ext=".so",

@@ -57,7 +57,10 @@ cross-python (linux-aarch64 built on linux-64) ``$PREFIX/bin/python`` is
 crossenv, which needs the environment it sets up itself; only our own
 ``PYTHON*`` variables are kept away from it (see ``query_environment``). The
 NumPy include dir is taken from the interpreter even outside the host prefix,
-because crossenv's numpy is the build env's (see ``_numpy_moves``).
+because crossenv's numpy is the build env's (see ``_numpy_moves``). A configure
+that CMake itself knows to be a cross build (conda's ``CMAKE_SYSTEM_NAME``, e.g.
+osx-64 on osx-arm64) records no SOABI in the interpreter properties; that empty
+field is kept (see ``_recorded_soabi``).
 
 The swap fails, leaving the file untouched, if the cache was configured with
 another Python than ``--from``, if no reference to it is found, or if a
@@ -543,6 +546,17 @@ def _numpy_moves(cache: CacheFile, interp: Interpreter) -> dict[str, str]:
     return moved
 
 
+def _recorded_soabi(recorded: str, interp: Interpreter) -> str:
+    """The SOABI field of ``_Python*_INTERPRETER_PROPERTIES`` for the new interpreter.
+
+    FindPython records it empty when it does not ask the interpreter: a cross configure
+    (``CMAKE_CROSSCOMPILING``, e.g. osx-64 on osx-arm64 with conda's ``CMAKE_SYSTEM_NAME``)
+    without an emulator. A fresh configure for the next Python leaves it empty too, so an
+    empty field stays empty; otherwise it is what the new interpreter reports.
+    """
+    return recorded and interp.soabi
+
+
 def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -> str:
     """Make interpreter-derived entries exactly what the new interpreter reports."""
     if PROPERTIES_KEY.fullmatch(key):
@@ -550,8 +564,7 @@ def _apply_interpreter(key: str, value: str, interp: Interpreter, prefix: str) -
         if len(fields) >= 7:
             v = interp.version
             fields[1:4] = [str(v.major), str(v.minor), str(v.patch)]
-            if fields[6] != interp.soabi:
-                fields[6] = interp.soabi
+            fields[6] = _recorded_soabi(fields[6], interp)
             # Trailing four fields are stdlib, platstdlib, purelib, platlib (CMake >= 3.18).
             wanted = [interp.paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
             if len(fields) >= 11 and all(_split_prefix(f, prefix) for f in fields[-4:]):
