@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from harness.activation import cmake_args
-from megabuild.build import forwarded_env
 from megabuild.errors import MegabuildError
+from megabuild.pipeline import forwarded_env
 from test_build_env import run_build_sh
 
 PYTHONS = ("3.10", "3.12", "3.14")

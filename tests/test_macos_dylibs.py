@@ -28,7 +28,7 @@ from pathlib import Path
 import check_patches
 import pytest
 from _split_util import DATA, REAL_SPEC, read_listing, write
-from megabuild.build.wheel_settings import libtorch_excludes
+from megabuild.pipeline.wheel_settings import libtorch_excludes
 from megabuild.split.spec import DROPPED, compile_patterns, load_spec
 from test_metal_headers import split_prefix
 
