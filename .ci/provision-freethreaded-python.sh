@@ -54,10 +54,14 @@ if [[ -z "$src" || ! -x "$src/configure" ]]; then
     log "no configure script in $(basename "$orig")"
     exit 1
 fi
-found="$(sed -n "s/^PACKAGE_VERSION='\\{0,1\\}\\([0-9.]*\\).*/\\1/p" "$src/configure")"
-log "building CPython from $(basename "$src") (configure says $found) into $prefix"
+found="$(sed -n 's/^#define PY_VERSION[[:space:]]*"\(.*\)"/\1/p' "$src/Include/patchlevel.h")"
+if [[ "$found" != "$version" ]]; then
+    log "the tarball is CPython ${found:-of unknown version}, not $version"
+    exit 1
+fi
+log "building CPython from $(basename "$src") (patchlevel.h: $found) into $prefix"
 
-# A half-installed prefix from an interrupted run is not reused.
+# A prefix without the stamp (an interrupted run) is not reused.
 rm -rf "$prefix"
 build="$work/build"
 mkdir -p "$build"
@@ -68,8 +72,11 @@ mkdir -p "$build"
         { tail -n 40 "$work/configure.log" >&2; exit 1; }
     nice make -j"${FEEDSTOCK_FREETHREADED_JOBS:-2}" >"$work/make.log" 2>&1 ||
         { tail -n 60 "$work/make.log" >&2; exit 1; }
-    make install >"$work/install.log" 2>&1 || { tail -n 40 "$work/install.log" >&2; exit 1; }
+    # installed beside the prefix and moved in whole: a reader never sees half an interpreter
+    make install DESTDIR="$work/dest" >"$work/install.log" 2>&1 ||
+        { tail -n 40 "$work/install.log" >&2; exit 1; }
 )
+mv "$work/dest$prefix" "$prefix"
 "$interpreter" -c 'import sys; assert sys.abiflags == "t" and not sys._is_gil_enabled()'
 echo "$found" >"$stamp"
 echo "$interpreter"

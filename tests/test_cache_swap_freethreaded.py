@@ -3,7 +3,7 @@
 The free-threaded names (measured on CPython 3.13.5t, see docs/notes/free-threading.md):
 ``python3.13t`` (interpreter, ``include/``, ``lib/``), ``libpython3.13t.so``,
 ``config-3.13t-<triplet>``, SOABI ``cpython-313t-<triplet>`` (``cp313t-win_amd64`` on
-Windows, ``cpython-313t-darwin`` on macOS), FindPython's ABIFLAGS field ``t`` and no ``abi3``.
+Windows, ``cpython-313t-darwin`` on macOS) and FindPython's ABIFLAGS field ``t``.
 The version atoms (``3.13``, ``3;13``) are the GIL build's. Interpreter mode with the real
 free-threaded interpreter: ``tests/test_freethreaded_megabuild.py``.
 """
@@ -26,7 +26,7 @@ FT_ENTRIES = {
     "PYBIND11_PYTHON_VERSION": "3.13",
 }
 FT_PROPERTIES = (
-    f"Python;3;13;5;64;t;cpython-313t-x86_64-linux-gnu;;{H}/lib/python3.13t;{H}/lib/python3.13t;"
+    f"Python;3;13;5;64;t;cpython-313t-x86_64-linux-gnu;abi3;{H}/lib/python3.13t;{H}/lib/python3.13t;"
     f"{H}/lib/python3.13t/site-packages;{H}/lib/python3.13t/site-packages"
 )
 
@@ -72,7 +72,7 @@ def test_round_trips_equal_the_direct_swap(path: list[tuple[str, str]]) -> None:
 
 
 def test_same_version_swap_changes_only_flagged_names() -> None:
-    """3.13 -> 3.13t: the version entries stay, every name gets its ``t``, abi3 goes."""
+    """3.13 -> 3.13t: the version entries stay, every name gets its ``t``."""
     gil = _swapped(synthetic(), [("3.11", "3.13.5")])
     ft = _swapped(gil.render(), [("3.13", "3.13.5t")])
     before, after = gil.as_dict(), ft.as_dict()

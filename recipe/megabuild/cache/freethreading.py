@@ -5,8 +5,8 @@ version only in names that carry the ABI flag ``t`` (measured on CPython 3.13.5t
 same shape): interpreter ``python3.14t``, ``include/python3.14t``, ``lib/python3.14t``,
 ``libpython3.14t.so`` (``.dylib`` on macOS), ``config-3.14t-<triplet>``, SOABI
 ``cpython-314t-<platform>`` and, on Windows, ``python314t.lib``/``.dll`` and ``cp314t-win_amd64``.
-FindPython's ``_Python_INTERPRETER_PROPERTIES`` records the flag in field 5 (ABIFLAGS) and the
-stable-ABI tag in field 7 (SOSABI: ``abi3`` for a GIL build, none for a free-threaded one).
+FindPython's ``_Python_INTERPRETER_PROPERTIES`` records the flag in field 5 (ABIFLAGS); field 7
+(SOSABI) comes from the interpreter's ``.abi3`` suffix, which 3.13t lists too.
 
 Version atoms (``3.14``, ``3.14.1``, ``3;14``) are the same for both builds, and so is the pyc
 cache tag (``sys.implementation.cache_tag`` is ``cpython-314`` for 3.14t). A swap between the
@@ -26,7 +26,6 @@ FLAG = "t"
 ABIFLAGS_FIELD = 5
 SOABI_FIELD = 6
 SOSABI_FIELD = 7
-GIL_SOSABI = "abi3"
 
 
 def flag(freethreaded: bool) -> str:
@@ -57,12 +56,12 @@ class FlagChange:
     def changes(self) -> bool:
         return self.old != self.new
 
-    def properties(self, fields: list[str], sosabi: str | None = None, windows: bool = False) -> list[str]:
-        """ABIFLAGS and SOSABI fields for the new build; ``sosabi``: the interpreter's, if known.
+    def properties(self, fields: list[str], sosabi: str | None = None) -> list[str]:
+        """ABIFLAGS for the new build, and SOSABI when the interpreter told (``sosabi``).
 
         Only touched when the flag changes, so a swap between two GIL builds writes what it
-        always did. Windows interpreters list no ``.abi3`` suffix: SOSABI is empty for both
-        builds there.
+        always did. SOSABI is left as it was in string mode: 3.13t lists ``.abi3.so`` among its
+        extension suffixes like the GIL build (measured), so nothing says it differs.
         """
         if not self.changes or len(fields) <= SOSABI_FIELD:
             return fields
@@ -70,12 +69,6 @@ class FlagChange:
         out[ABIFLAGS_FIELD] = out[ABIFLAGS_FIELD].replace(FLAG, "") + flag(self.new)
         if sosabi is not None:
             out[SOSABI_FIELD] = sosabi
-        elif windows:
-            pass
-        elif self.new and out[SOSABI_FIELD] == GIL_SOSABI:
-            out[SOSABI_FIELD] = ""  # no limited API on a free-threaded 3.13/3.14
-        elif not self.new and out[SOSABI_FIELD] == "":
-            out[SOSABI_FIELD] = GIL_SOSABI
         return out
 
     def same_version_leftover(self, short: str, nodot: str) -> str:

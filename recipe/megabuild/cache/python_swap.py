@@ -177,7 +177,7 @@ class Interpreter:
     paths: dict[str, str]
     numpy_include: str | None
     numpy_error: str | None
-    sosabi: str = ""  # the stable-ABI tag CMake records (``abi3``; none on a free-threaded build)
+    sosabi: str = ""  # the stable-ABI tag CMake records (``abi3``, from the ``.abi3`` suffix)
 
 
 @dataclass
@@ -365,7 +365,7 @@ class _Rewriter:
                 if fields[3] != "":
                     fields[3] = self.full_new(key).split(".")[2]
             rest = [self.rewrite_atom(a, key) for a in fields[4:]]
-            return ";".join(self.flags.properties(fields[:4] + rest, self.sosabi, self.windows))
+            return ";".join(self.flags.properties(fields[:4] + rest, self.sosabi))
         return "".join(a if a in ";[]" else self.rewrite_atom(a, key) for a in _SPLIT.split(value))
 
     def leftovers(self, key: str, value: str) -> list[str]:
@@ -582,7 +582,7 @@ def _interpreter_version(interpreter: Interpreter, wanted: PyVersion) -> PyVersi
 
 
 def _sosabi(extension_suffix: str) -> str:
-    """FindPython's SOSABI from the interpreter's ``.abi3.so`` suffix (``abi3``; none on 3.14t)."""
+    """FindPython's SOSABI from the interpreter's ``.abi3.so`` suffix (``abi3``; none if it lists none)."""
     return extension_suffix.strip(".").split(".")[0] if extension_suffix else ""
 
 
