@@ -31,6 +31,11 @@ FT_PROPERTIES = (
 )
 
 
+def gil_cache() -> str:
+    """test_cache_swap's synthetic cache, with ABIFLAGS as CMake records a GIL build's (``<none>``)."""
+    return synthetic().replace(";64;;cpython-311", ";64;<none>;cpython-311")
+
+
 def _swapped(text: str, steps: list[tuple[str, str]]) -> CacheFile:
     cache = CacheFile.parse(text)
     for old, new in steps:
@@ -39,7 +44,7 @@ def _swapped(text: str, steps: list[tuple[str, str]]) -> CacheFile:
 
 
 def test_gil_to_freethreaded_writes_every_t_form() -> None:
-    cache = _swapped(synthetic(), [("3.11", "3.13.5t")])
+    cache = _swapped(gil_cache(), [("3.11", "3.13.5t")])
     d = cache.as_dict()
     for key, value in FT_ENTRIES.items():
         assert d[key].value == value, key
@@ -64,16 +69,16 @@ def test_gil_to_freethreaded_writes_every_t_form() -> None:
 def test_round_trips_equal_the_direct_swap(path: list[tuple[str, str]]) -> None:
     """Going through a free-threaded build leaves no trace: the cache is what a direct swap gives."""
     last = PyVersion.parse(path[-1][1])
-    via_t = _swapped(synthetic(), path)
+    via_t = _swapped(gil_cache(), path)
     if (last.major, last.minor) == (3, 11):
-        assert via_t.render() == synthetic()
+        assert via_t.render() == gil_cache()
         return
-    assert via_t.render() == _swapped(synthetic(), [("3.11", str(last))]).render()
+    assert via_t.render() == _swapped(gil_cache(), [("3.11", str(last))]).render()
 
 
 def test_same_version_swap_changes_only_flagged_names() -> None:
     """3.13 -> 3.13t: the version entries stay, every name gets its ``t``."""
-    gil = _swapped(synthetic(), [("3.11", "3.13.5")])
+    gil = _swapped(gil_cache(), [("3.11", "3.13.5")])
     ft = _swapped(gil.render(), [("3.13", "3.13.5t")])
     before, after = gil.as_dict(), ft.as_dict()
     changed = {k for k in before if before[k].value != after[k].value}
@@ -97,13 +102,13 @@ def test_same_version_swap_changes_only_flagged_names() -> None:
 )
 def test_leftovers_of_the_other_build_fail(text_edit, old: str, new: str, message: str) -> None:  # type: ignore[no-untyped-def]
     start = "3.13.5t" if old.endswith("t") else "3.13.5"
-    cache = CacheFile.parse(text_edit(_swapped(synthetic(), [("3.11", start)]).render()))
+    cache = CacheFile.parse(text_edit(_swapped(gil_cache(), [("3.11", start)]).render()))
     with pytest.raises(MegabuildError, match=f"remain after the swap in: {message}"):
         swap_python(cache, old, new)
 
 
 def test_flag_mismatches_are_errors() -> None:
-    gil = _swapped(synthetic(), [("3.11", "3.13.5")])
+    gil = _swapped(gil_cache(), [("3.11", "3.13.5")])
     with pytest.raises(MegabuildError, match=r"configured with Python 3\.13\.5, not 3\.13t"):
         swap_python(CacheFile.parse(gil.render()), "3.13t", "3.12.1")
     with pytest.raises(MegabuildError, match="same Python version"):
@@ -127,7 +132,7 @@ def test_windows_forms() -> None:
 
 def test_macos_forms() -> None:
     """libpython3.13t.dylib and cpython-313t-darwin follow the same rules."""
-    text = synthetic().replace("libpython3.11.a", "libpython3.11.dylib").replace("x86_64-linux-gnu", "darwin")
+    text = gil_cache().replace("libpython3.11.a", "libpython3.11.dylib").replace("x86_64-linux-gnu", "darwin")
     cache = _swapped(text, [("3.11", "3.13.5t")])
     d = cache.as_dict()
     assert (

@@ -63,7 +63,7 @@ class Flow:
         log = tree.pip_install()
         assert "clearing cache" not in log, log[-3000:]
         self.compiled[cpython.tag] = _compiled_targets(log)
-        out = tree.run("-c", IMPORT_CHECK)
+        out = tree.run("-I", "-c", IMPORT_CHECK)  # -I: not the source tree's torch/ in the cwd
         self.imported[cpython.tag] = json.loads(out.strip().splitlines()[-1])
 
 

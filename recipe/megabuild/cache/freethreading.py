@@ -5,7 +5,8 @@ version only in names that carry the ABI flag ``t`` (measured on CPython 3.13.5t
 same shape): interpreter ``python3.14t``, ``include/python3.14t``, ``lib/python3.14t``,
 ``libpython3.14t.so`` (``.dylib`` on macOS), ``config-3.14t-<triplet>``, SOABI
 ``cpython-314t-<platform>`` and, on Windows, ``python314t.lib``/``.dll`` and ``cp314t-win_amd64``.
-FindPython's ``_Python_INTERPRETER_PROPERTIES`` records the flag in field 5 (ABIFLAGS); field 7
+FindPython's ``_Python_INTERPRETER_PROPERTIES`` records the flag in field 5 (ABIFLAGS: ``t``, and
+``<none>`` for a GIL build); field 7
 (SOSABI) comes from the interpreter's ``.abi3`` suffix, which 3.13t lists too.
 
 Version atoms (``3.14``, ``3.14.1``, ``3;14``) are the same for both builds, and so is the pyc
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 FLAG = "t"
 # FindPython's _Python_INTERPRETER_PROPERTIES: ID;MAJOR;MINOR;PATCH;ARCH;ABIFLAGS;SOABI;SOSABI;...
 ABIFLAGS_FIELD = 5
+NO_FLAGS = "<none>"  # how FindPython records a GIL build's empty ABIFLAGS (measured, CMake 4.4)
 SOABI_FIELD = 6
 SOSABI_FIELD = 7
 
@@ -66,7 +68,8 @@ class FlagChange:
         if not self.changes or len(fields) <= SOSABI_FIELD:
             return fields
         out = list(fields)
-        out[ABIFLAGS_FIELD] = out[ABIFLAGS_FIELD].replace(FLAG, "") + flag(self.new)
+        base = out[ABIFLAGS_FIELD].replace(NO_FLAGS, "").replace(FLAG, "")
+        out[ABIFLAGS_FIELD] = base + FLAG if self.new else base or NO_FLAGS
         if sosabi is not None:
             out[SOSABI_FIELD] = sosabi
         return out
