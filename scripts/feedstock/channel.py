@@ -153,6 +153,9 @@ def _python_records(subdir: str) -> list[dict[str, Any]]:
                 "build_number": 8,
                 "depends": [],
                 "constrains": [f"python {py}.* *_{tag if freethreaded else 'cpython'}"],
+                # conda-forge users get the GIL build unless they ask for *_cp314t; modelled as a
+                # feature the solver avoids (the real mechanism is not checked here)
+                **({"track_features": "py_freethreading"} if freethreaded else {}),
             }
         )
     return records
