@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from harness.conda_build import CONDA_FORGE_SKBUILD
+from harness.python_files import foreign_python_files
 from harness.pythons import CPython
 from harness.skbuild_tree import SkbuildTree as Tree
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
@@ -48,6 +49,7 @@ class Flow:
         self.pristine = pristine
         self.compiled: dict[str, dict[str, int]] = {}
         self.imported: dict[str, dict[str, object]] = {}
+        self.foreign: dict[str, list[str]] = {}  # installed files of another Python build
         self.kept_ft: CacheEntries = {}  # CMake's view of the cache the free-threaded step left
 
     def step(self, cpython: CPython) -> None:
@@ -63,6 +65,11 @@ class Flow:
         log = tree.pip_install()
         assert "clearing cache" not in log, log[-3000:]
         self.compiled[cpython.tag] = _compiled_targets(log)
+        # what pip installed from the shared tree (whose build/lib holds every Python's _C)
+        site = f"lib/{cpython.dirname}/site-packages"
+        (record,) = (tree.prefix / site).glob("torch-*.dist-info/RECORD")
+        files = [f"{site}/{line.split(',')[0]}" for line in record.read_text().splitlines() if line]
+        self.foreign[cpython.tag] = foreign_python_files(files, cpython.tag)
         out = tree.run("-I", "-c", IMPORT_CHECK)  # -I: not the source tree's torch/ in the cwd
         self.imported[cpython.tag] = json.loads(out.strip().splitlines()[-1])
 
@@ -122,6 +129,11 @@ def test_freethreaded_c_imports_with_the_gil_still_off(
     back = flow.imported[gil.tag]
     assert back["gil_disabled_build"] is False and back["gil_enabled"] is True
     assert f"_C.cpython-{gil.short.replace('.', '')}-" in str(back["c"]), back
+
+
+def test_each_python_installs_only_its_own_files(flow: Flow) -> None:
+    """The tree's build/lib holds _C for 3.12, 3.13t and 3.13; each install takes its own only."""
+    assert len(flow.foreign) == 2 and not any(flow.foreign.values()), flow.foreign
 
 
 def test_both_builds_of_c_stay_in_the_tree(flow: Flow, pythons: tuple[CPython, CPython, CPython]) -> None:
