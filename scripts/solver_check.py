@@ -34,6 +34,7 @@ from feedstock.paths import REPO
 
 INTERESTING: tuple[str, ...] = (
     "python",
+    "python_abi",
     "pytorch",
     "libtorch",
     "libtorch-cuda-linalg",
@@ -203,6 +204,43 @@ def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenar
                     {"pytorch": f"cpu_{blas}_py{tag}_*"},
                 )
             )
+    return out + freethreaded_scenarios(records)
+
+
+def freethreaded_pythons(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, list[str]]:
+    """Per platform, the Pythons whose free-threaded build has a pytorch (``python_abi 3.14.* *_cp314t``)."""
+    out: dict[str, set[str]] = {}
+    for subdir, recs in records.items():
+        for r in recs:
+            for dep in r["depends"] if r["name"] == "pytorch" else ():
+                parts = dep.split()
+                if parts[0] == "python_abi" and len(parts) > 2 and parts[2].endswith("t"):
+                    out.setdefault(subdir, set()).add(parts[1].rstrip(".*"))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def freethreaded_scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenario]:
+    """A free-threaded Python gets the cp314t pytorch, the GIL Python of the same version never
+    does (the solved ``python_abi`` says which one came), and both metapackages work with both."""
+    out: list[Scenario] = []
+    cuda_by_platform = {"linux-64": CUDA, "linux-aarch64": CUDA, "win-64": "13.0"}
+    for p, versions in freethreaded_pythons(records).items():
+        gpu = cuda_by_platform.get(p)
+        short = p.replace("-", "")
+        for py in versions:
+            tag = py.replace(".", "")
+            for flag, python in (("t", f"python {py}.* *_cp{tag}t"), ("", f"python {py}.* *_cpython")):
+                abi = {"python_abi": f"*_cp{tag}{flag}", "pytorch": f"*_py{tag}_*"}
+                key = f"{short}-py{tag}{flag or '-gil'}"
+                out.append(
+                    Scenario(key, p, ("pytorch", python), None, {**abi, "pytorch": f"cpu_*_py{tag}_*"})
+                )
+                out.append(Scenario(f"{key}-cpu-meta", p, ("pytorch-cpu", python), gpu, abi))
+                if gpu is not None:
+                    out.append(
+                        Scenario(f"{key}-gpu", p, ("pytorch", python), gpu, {**abi, "pytorch": "cuda*"})
+                    )
+                    out.append(Scenario(f"{key}-gpu-meta", p, ("pytorch-gpu", python), gpu, abi))
     return out
 
 

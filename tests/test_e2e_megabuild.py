@@ -26,6 +26,7 @@ from harness import channel, ninja
 from harness.conda_build import RunResult, find_config, run_config
 from harness.elf import dynamic_info
 from harness.packaging import Package
+from harness.python_files import foreign_python_files, python_of_abi
 from harness.pythons import CPython, find_cpythons
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 
@@ -152,11 +153,16 @@ def test_linalg_variants_differ_and_nomagma_does_not_link_libmagma(run: RunResul
 
 
 def test_pytorch_packages_carry_only_their_own_python(run: RunResult) -> None:
+    """By site-packages dir and whole suffix: a 3.14t build shares 3.14's pyc tag (python_files)."""
     for pkg in run.packages_named("pytorch"):
-        tag = pkg.record["build"].split("_")[2][2:]  # py311 -> 311
-        foreign = [f for f in pkg.files if ".cpython-3" in f and f".cpython-{tag}" not in f]
+        tag = pkg.record["build"].split("_")[2][2:]  # py311 -> 311 (3.14t's build string says 314)
+        depends = pkg.record["depends"]
+        abi = any(d.startswith("python_abi ") for d in depends)
+        python = python_of_abi(depends) if abi else f"{tag[0]}.{tag[1:]}"  # 3.11, or 3.14t for *_cp314t
+        assert tag == python.removesuffix("t").replace(".", ""), (pkg.dist, python)
+        foreign = foreign_python_files(pkg.files, python)
         assert not foreign, (pkg.dist, foreign[:5])
-        assert not any(f.startswith("lib/python") and f"python{tag[0]}.{tag[1:]}" not in f for f in pkg.files)
+        assert any(f.startswith(f"lib/python{python}/site-packages/torch/") for f in pkg.files), pkg.dist
 
 
 def test_no_runpath_points_into_the_build_machine(run: RunResult) -> None:

@@ -33,7 +33,7 @@ FEEDSTOCK = Path(os.environ.get("RENDER_TEST_FEEDSTOCK", REPO))
 RECIPE = FEEDSTOCK / "recipe"
 META = RECIPE / "meta.yaml"
 CONFIGS = list_configs(FEEDSTOCK) if META.is_file() else []
-PYTHONS_MEGABUILD = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+PYTHONS_MEGABUILD = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.14t"]  # 3.14t: python314t migration
 
 pytestmark = pytest.mark.skipif(
     not CONFIGS, reason=f"no recipe/meta.yaml or .ci_support configs in {FEEDSTOCK}"
@@ -163,11 +163,16 @@ def test_config_renders(config: Config) -> None:
         assert out.subdir == config.subdir and out.version == outputs[0].version
 
 
+def _python_label(value: str) -> str:
+    """``3.14`` for ``3.14.* *_cp314``, ``3.14t`` for the free-threaded ``3.14.* *_cp314t``."""
+    return value.split(".*")[0] + ("t" if value.endswith("t") else "")
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=_ids)
 def test_output_set_matches_design(config: Config) -> None:
     outputs = _group(rendered(config.name))
     counts = {name: len(outs) for name, outs in outputs.items()}
-    pythons = sorted(o.variant.get("python", "?").split(".*")[0] for o in outputs.get("pytorch", []))
+    pythons = sorted(_python_label(o.variant.get("python", "?")) for o in outputs.get("pytorch", []))
     # megabuild on every platform (macOS too): one libtorch, one pytorch per Python of the config
     assert pythons == sorted(PYTHONS_MEGABUILD), "one pytorch per Python in every config"
     expected = {"libtorch": 1, "pytorch": len(PYTHONS_MEGABUILD)}
@@ -294,8 +299,9 @@ def test_metapackage_matches_every_python_build_of_this_variant(config: Config) 
 def test_pytorch_depends_on_its_python(config: Config) -> None:
     for pytorch in _group(rendered(config.name))["pytorch"]:
         major, minor = pytorch.variant["python"].split(".*")[0].split(".")[:2]
+        flag = "t" if pytorch.variant["python"].endswith("t") else ""  # the free-threaded build's ABI
         assert f"python >={major}.{minor},<{major}.{int(minor) + 1}.0a0" in pytorch.depends
-        assert f"python_abi {major}.{minor}.* *_cp{major}{minor}" in pytorch.depends
+        assert f"python_abi {major}.{minor}.* *_cp{major}{minor}{flag}" in pytorch.depends
 
 
 # -- recipe hygiene (what conda-smithy's linter asks for) ---------------------------------------

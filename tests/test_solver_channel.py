@@ -73,6 +73,7 @@ def test_stand_ins_cover_python_blas_cuda_and_generic_names() -> None:
     stand_ins = stand_in_records(ours, "linux-64")
     names = {(r["name"], r["build"]) for r in stand_ins}
     assert {("python", "h0_cpython"), ("python_abi", "8_cp310"), ("python_abi", "8_cp314")} <= names
+    assert {("python", "h0_cp314t"), ("python_abi", "8_cp314t")} <= names  # the free-threaded 3.14
     assert {
         ("libblas", "35_linux64_mkl"),
         ("libblas", "35_linux64_openblas"),
@@ -82,7 +83,8 @@ def test_stand_ins_cover_python_blas_cuda_and_generic_names() -> None:
     cuda = next(r for r in stand_ins if r["name"] == "cuda-version")
     assert cuda["version"] == "12.6" and "__cuda >=12" in cuda["constrains"]
     numpy = [r for r in stand_ins if r["name"] == "numpy"]
-    assert len(numpy) == 5, "numpy is built per Python"
+    assert len(numpy) == 6, "numpy is built per Python (3.10-3.14 and 3.14t)"
+    assert [d for r in numpy for d in r["depends"] if d.endswith("t")] == ["python_abi 3.14.* *_cp314t"]
     filelock = next(r for r in stand_ins if r["name"] == "filelock")
     assert filelock["subdir"] == "noarch" and filelock["depends"] == []
 

@@ -194,3 +194,42 @@ def test_scenario_table(rendered_channel: tuple[Channel, dict[str, list[dict[str
     for outcome in outcomes:
         if outcome.installed and "pytorch" in outcome.installed:
             assert_same_build(outcome.installed)
+
+
+# -- free-threaded Python (python314t migration) ---------------------------------------------------
+
+
+def _freethreaded_pytorch(records: dict[str, list[dict[str, Any]]], subdir: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in records[subdir]
+        if r["name"] == "pytorch"
+        and any(d.startswith("python_abi ") and d.endswith("t") for d in r["depends"])
+    ]
+
+
+def test_every_platform_has_a_freethreaded_pytorch_per_variant(
+    records: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Each CPU/CUDA x BLAS variant that builds 3.14 also builds 3.14t (python314t migration)."""
+    for subdir in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64"):
+        variants = {r["build"].split("_py")[0] for r in records[subdir] if r["name"] == "pytorch"}
+        freethreaded = {r["build"].split("_py")[0] for r in _freethreaded_pytorch(records, subdir)}
+        assert freethreaded == variants, (subdir, sorted(variants - freethreaded))
+
+
+def test_gil_python_never_gets_the_freethreaded_build(
+    channel: Channel, records: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Same version, same build-string prefix (py314): only python_abi tells them apart."""
+    freethreaded = _freethreaded_pytorch(records, "linux-64")
+    assert len(freethreaded) == 6, [r["build"] for r in freethreaded]  # cpu, cuda12.6, cuda13.0 x 2 BLAS
+    for record in freethreaded:
+        exact = f"pytorch =={record['version']} {record['build']}"
+        driver = {"__cuda": "13.0"}  # new enough for every CUDA build
+        got = channel.solve((exact, "python 3.14.* *_cp314t"), "linux-64", driver)
+        assert got["pytorch"].build == record["build"], builds(got)
+        with pytest.raises(SolveError):
+            channel.solve((exact, "python 3.14.* *_cpython"), "linux-64", driver)
+    gil = install(channel, "pytorch", "python=3.14")  # the plain request: the GIL build
+    assert gil["python_abi"].build.endswith("_cp314"), builds(gil)

@@ -116,6 +116,25 @@ LAYOUTS = [
         cuda=False,
         shlib_ext=".dylib",
     ),
+    # the free-threaded wheels (cp314t): the same files as cp312's but for the _C suffix
+    Layout(
+        "linux-64-cuda-cp314t",
+        "torch-2.14.1-cp314t-linux_x86_64-cu130-files.tsv",
+        "linux-64",
+        "linux_64_cuda13.0_generic",
+        "3.14t",
+        cuda=True,
+        shlib_ext=".so",
+    ),
+    Layout(
+        "osx-arm64-cpu-cp314t",
+        "torch-2.14.1-cp314t-macosx_arm64-files.tsv",
+        "osx-arm64",
+        "osx_arm64",  # the one osx-arm64 config (megabuild: every Python)
+        "3.14t",
+        cuda=False,
+        shlib_ext=".dylib",
+    ),
     Layout(
         "linux-64-cpu-derived",  # NOT a real wheel: see CUDA_ONLY_FILES
         "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv",
@@ -129,6 +148,22 @@ LAYOUTS = [
 ]
 
 
+def python_variant(python: str) -> str:
+    """The config's ``python`` value for a layout's Python: ``3.14t`` is ``3.14.* *_cp314t``,
+    matched exactly (``3.14`` alone would also select it); ``3.12`` is a prefix."""
+    if not python.endswith("t"):
+        return python
+    short = python[:-1]
+    return f"{short}.* *_cp{short.replace('.', '')}t"
+
+
+def python_dirs(python: str) -> tuple[str, str]:
+    """(conda-build's ``PY_VER``, the pyc cache tag) of a layout's Python: ``3.14`` and
+    ``cpython-314`` for 3.14t too (its bytecode is the GIL build's, in its own site-packages)."""
+    short = python.removesuffix("t")
+    return short, f"cpython-{short.replace('.', '')}"
+
+
 @cache
 def rendered(alias: str) -> tuple[RenderedOutput, ...]:
     configs = resolve_configs(alias, list_configs(REPO))
@@ -140,7 +175,11 @@ def pick(outputs: tuple[RenderedOutput, ...], name: str, **variant: str) -> Rend
     found = [
         o
         for o in outputs
-        if o.name == name and all(o.variant.get(k, "").startswith(v) for k, v in variant.items())
+        if o.name == name
+        and all(
+            (o.variant.get(k, "") == v) if " " in v else o.variant.get(k, "").startswith(v)
+            for k, v in variant.items()
+        )
     ]
     assert len(found) == 1, f"{name} {variant}: {len(found)} rendered outputs"
     return found[0]
@@ -292,7 +331,7 @@ def report_and_check(
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.id)
 def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Path) -> None:
     rows, left_out = layout_rows(layout)
-    tag = layout.python.replace(".", "")
+    py_ver, cache_tag = python_dirs(layout.python)
     blanks = tmp_path / "blanks"
     # the top level's `pip install .` (scikit-build-core): the wheel tree in its own site-packages
     top_sp = tmp_path / f"top/lib/python{layout.python}/site-packages"
@@ -311,7 +350,7 @@ def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Pat
         "PREFIX": str(prefix),
         "SP_DIR": str(sp_dir),
         "SHLIB_EXT": layout.shlib_ext,
-        "PY_VER": layout.python,
+        "PY_VER": py_ver,
     }
     ran: dict[str, int] = {}
 
@@ -344,9 +383,9 @@ def test_real_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Pat
     lay_out_placeholders(sp_dir, rows, blanks)
     split_cli(
         "link-back", *plat, "--prefix", prefix, "--sp-dir", sp_dir,
-        "--drop-libtorch-headers", "--python-tag", f"cpython-{tag}",
+        "--drop-libtorch-headers", "--python-tag", cache_tag,
     )  # fmt: skip
-    pytorch = pick(outputs, "pytorch", python=layout.python)
+    pytorch = pick(outputs, "pytorch", python=python_variant(layout.python))
     ran["pytorch"] = run_tests(pytorch, env, tmp_path, results)
 
     found = owners(rows, staged, prefix, sp_dir)
@@ -380,6 +419,18 @@ WIN_LAYOUT = Layout(
     cuda=False,
     shlib_ext=".dll",
 )
+WIN_LAYOUTS = [
+    WIN_LAYOUT,
+    Layout(
+        "win-64-cpu-cp314t",
+        "torch-2.14.1-cp314t-win_amd64-files.tsv",
+        "win-64",
+        "win_64_cpu",
+        "3.14t",
+        cuda=False,
+        shlib_ext=".dll",
+    ),
+]
 
 
 def run_win_tests(output: RenderedOutput, env: dict[str, str], results: CommandResults) -> int:
@@ -408,8 +459,8 @@ def win_pytorch_wheel(rows: list[tuple[str, int, bool]]) -> tuple[list[tuple[str
 
 
 @pytest.mark.slow
-def test_real_win_layout_split_passes_the_recipe_tests(tmp_path: Path) -> None:
-    layout = WIN_LAYOUT
+@pytest.mark.parametrize("layout", WIN_LAYOUTS, ids=lambda layout: layout.id)
+def test_real_win_layout_split_passes_the_recipe_tests(layout: Layout, tmp_path: Path) -> None:
     rows, _left_out = layout_rows(layout)
     blanks = tmp_path / "blanks"
     top_sp = tmp_path / "top/Lib/site-packages"  # the top level's pip install . (bld.bat)
@@ -422,7 +473,7 @@ def test_real_win_layout_split_passes_the_recipe_tests(tmp_path: Path) -> None:
     outputs = rendered(layout.config)
     results = CommandResults()
     prefix = tmp_path / "prefix"
-    env = win_env(prefix, layout.python)
+    env = win_env(prefix, python_dirs(layout.python)[0])
     sp_dir = Path(env["SP_DIR"])
     split_cli(
         "install", "libtorch", *plat, "--staging", tmp_path / "staging", "--prefix", prefix
@@ -437,7 +488,9 @@ def test_real_win_layout_split_passes_the_recipe_tests(tmp_path: Path) -> None:
         "wheel.exclude != what the split moved out",
     )
     lay_out_placeholders(sp_dir, wheel, blanks)
-    ran["pytorch"] = run_win_tests(pick(outputs, "pytorch", python=layout.python), env, results)
+    ran["pytorch"] = run_win_tests(
+        pick(outputs, "pytorch", python=python_variant(layout.python)), env, results
+    )
 
     spec = load_spec(REAL_SPEC, layout.target_platform)
     found = owners(rows, staged, prefix, sp_dir, spec.install_path)
@@ -502,7 +555,7 @@ def test_every_listing_is_a_layout_or_pending() -> None:
     """tests/data holds listings of the recipe's version only, each split here or pending with a reason."""
     version = rendered(LAYOUTS[0].config)[0].version
     listings = {p.name for p in DATA.glob("*-files.tsv")}
-    layouts = {layout.listing for layout in [*LAYOUTS, WIN_LAYOUT]}
+    layouts = {layout.listing for layout in [*LAYOUTS, *WIN_LAYOUTS]}
     assert all(name.startswith(f"torch-{version}-") for name in listings), (version, sorted(listings))
     assert layouts | set(PENDING) == listings
     assert not layouts & set(PENDING)

@@ -122,25 +122,32 @@ def test_real_spec_drops_build_test_files(rel: str) -> None:
     assert verdict.output == "_dropped" and verdict.rules[0].note, rel
 
 
-# The wheel each listing was made from: pip's --platform tag (tests/data/README.md).
+# The wheel each listing was made from: pip's --platform tag and ABI (tests/data/README.md).
 WHEEL_PLATFORMS = {
-    "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv": "manylinux_2_28_x86_64",
-    "torch-2.14.1-cp312-linux_aarch64-cu130-files.tsv": "manylinux_2_28_aarch64",
-    "torch-2.14.1-cp312-macosx_arm64-files.tsv": "macosx_14_0_arm64",
-    "torch-2.14.1-cp312-win_amd64-files.tsv": "win_amd64",
+    "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv": ("manylinux_2_28_x86_64", "cp312"),
+    "torch-2.14.1-cp312-linux_aarch64-cu130-files.tsv": ("manylinux_2_28_aarch64", "cp312"),
+    "torch-2.14.1-cp312-macosx_arm64-files.tsv": ("macosx_14_0_arm64", "cp312"),
+    "torch-2.14.1-cp312-win_amd64-files.tsv": ("win_amd64", "cp312"),
+    "torch-2.14.1-cp314t-linux_x86_64-cu130-files.tsv": ("manylinux_2_28_x86_64", "cp314t"),
+    "torch-2.14.1-cp314t-macosx_arm64-files.tsv": ("macosx_14_0_arm64", "cp314t"),
+    "torch-2.14.1-cp314t-win_amd64-files.tsv": ("win_amd64", "cp314t"),
 }
 
 
-def _cached_wheel(platform: str) -> Path:
-    """The cp312 wheel from scripts/check_patches.py's cache, fetched from PyPI if missing."""
-    dest = check_patches.cache_dir() / platform
-    pattern = f"torch-{TORCH_VERSION}-cp312-*.whl"
+def _cached_wheel(platform: str, abi: str) -> Path:
+    """The wheel from scripts/check_patches.py's cache, fetched from PyPI if missing (cp314t
+    wheels in their own dir: check_patches takes any torch wheel of its platform dir)."""
+    dest = check_patches.cache_dir() / (platform if abi == "cp312" else f"{platform}-{abi}")
+    pattern = f"torch-{TORCH_VERSION}-*-{abi}-*.whl"
     if not sorted(dest.glob(pattern)):
         dest.mkdir(parents=True, exist_ok=True)
+        python = f"{abi[2]}.{abi[3:].rstrip('t')}"
         try:
-            check_patches.pip_download(f"torch=={TORCH_VERSION}", platform, "3.12", dest, timeout=1800)
+            check_patches.pip_download(
+                f"torch=={TORCH_VERSION}", platform, python, dest, timeout=1800, abi=abi
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-            pytest.skip(f"torch {TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
+            pytest.skip(f"torch {TORCH_VERSION} {abi} wheel for {platform} not reachable on PyPI: {exc}")
     return sorted(dest.glob(pattern))[0]
 
 
@@ -151,7 +158,7 @@ def test_every_listing_names_its_wheel() -> None:
 @pytest.mark.slow  # fetches the real wheels (about 1.3 GB) into the cache once
 @pytest.mark.parametrize("listing", sorted(WHEEL_PLATFORMS))
 def test_listing_and_provenance_match_the_wheel(listing: str) -> None:
-    wheel = _cached_wheel(WHEEL_PLATFORMS[listing])
+    wheel = _cached_wheel(*WHEEL_PLATFORMS[listing])
     rows = read_listing(DATA / listing)
     assert list_wheel(wheel) == rows
     readme = (DATA / "README.md").read_text(encoding="utf-8").splitlines()

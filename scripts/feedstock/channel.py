@@ -26,6 +26,15 @@ from .specs import as_list, spec_name, spec_parts
 
 PYTHONS: tuple[str, ...] = ("3.10", "3.11", "3.12", "3.13", "3.14")
 """Python minor versions the stand-in channel offers (the feedstock's supported range)."""
+FREETHREADED_PYTHONS: tuple[str, ...] = ("3.14",)
+"""...and their free-threaded builds (``python 3.14.* *_cp314t``, ``python_abi 3.14 *_cp314t``)."""
+
+
+def _abi_tags() -> list[tuple[str, str]]:
+    """(minor version, python_abi tag) of every Python the stand-in channel offers."""
+    gil = [(py, "cp" + py.replace(".", "")) for py in PYTHONS]
+    return gil + [(py, "cp" + py.replace(".", "") + "t") for py in FREETHREADED_PYTHONS]
+
 
 PLATFORM_VIRTUALS: dict[str, dict[str, str]] = {
     "linux-64": {"__unix": "0", "__linux": "6.5", "__glibc": "2.35", "__archspec": "1"},
@@ -124,13 +133,13 @@ def _build_from_glob(glob: str | None, number: int) -> str:
 
 def _python_records(subdir: str) -> list[dict[str, Any]]:
     records = []
-    for py in PYTHONS:
-        tag = "cp" + py.replace(".", "")
+    for py, tag in _abi_tags():
+        freethreaded = tag.endswith("t")
         records.append(
             {
                 "name": "python",
                 "version": f"{py}.0",
-                "build": "h0_cpython",
+                "build": f"h0_{tag}" if freethreaded else "h0_cpython",
                 "build_number": 0,
                 "depends": [f"python_abi {py}.* *_{tag}"],
                 "constrains": [],
@@ -143,7 +152,10 @@ def _python_records(subdir: str) -> list[dict[str, Any]]:
                 "build": f"8_{tag}",
                 "build_number": 8,
                 "depends": [],
-                "constrains": [f"python {py}.* *_cpython"],
+                "constrains": [f"python {py}.* *_{tag if freethreaded else 'cpython'}"],
+                # conda-forge users get the GIL build unless they ask for *_cp314t; modelled as a
+                # feature the solver avoids (the real mechanism is not checked here)
+                **({"track_features": "py_freethreading"} if freethreaded else {}),
             }
         )
     return records
@@ -201,7 +213,7 @@ def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[
     Rules, in order:
 
     * virtual packages (``__cuda``, ``__glibc``, ...) are never records;
-    * ``python`` 3.10-3.14 with ``python_abi`` (``X.Y`` / ``8_cpXY``), always present;
+    * ``python`` 3.10-3.14 and 3.14t with ``python_abi`` (``X.Y`` / ``8_cpXY[t]``), always present;
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
@@ -233,8 +245,7 @@ def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[
             if name == "cuda-version":
                 record = _cuda_version_record(".".join(version.split(".")[:2]))
             elif name in PER_PYTHON:
-                for py in PYTHONS:
-                    tag = "cp" + py.replace(".", "")
+                for py, tag in _abi_tags():
                     record = {
                         "name": name,
                         "version": version,

@@ -270,12 +270,16 @@ def cache_dir() -> Path:
     return Path(base) / "pytorch-feedstock" / "wheels"
 
 
-def pip_download(requirement: str, platform: str, python: str, dest: Path, timeout: float) -> None:
-    """``pip download`` one binary wheel (no dependencies) for another platform into ``dest``."""
+def pip_download(
+    requirement: str, platform: str, python: str, dest: Path, timeout: float, abi: str | None = None
+) -> None:
+    """``pip download`` one binary wheel (no dependencies) for another platform into ``dest``;
+    ``abi``: e.g. ``cp314t`` for the free-threaded build (pip's default is the GIL one)."""
     subprocess.run(
         # not --quiet: it hides pip's reasons (the resolver's "caused by" lines) from the caller
         [sys.executable, "-m", "pip", "download", "--progress-bar", "off", "--no-deps", "--only-binary=:all:",
-         "--platform", platform, "--python-version", python, requirement, "-d", str(dest)],
+         "--platform", platform, "--python-version", python, *(["--abi", abi] if abi else []),
+         requirement, "-d", str(dest)],
         check=True, capture_output=True, timeout=timeout,
     )  # fmt: skip
 

@@ -339,7 +339,9 @@ def conda_glob_match(pattern: str, value: str) -> bool:
 def _python_abi(spec: str) -> list[str]:
     version = spec.split()[1] if len(spec.split()) > 1 else _DEFAULT_PYTHON
     major_minor = ".".join(version.rstrip(".*").split(".")[:2])
-    return [f"python_abi {major_minor}.* *_cp{major_minor.replace('.', '')}"]
+    # the free-threaded python (``3.14.* *_cp314t``) exports its own ABI: ``python_abi 3.14.* *_cp314t``
+    flag = "t" if spec.split()[-1].endswith("t") and len(spec.split()) > 2 else ""
+    return [f"python_abi {major_minor}.* *_cp{major_minor.replace('.', '')}{flag}"]
 
 
 def _lower_bound(prefix: str) -> Callable[[str], list[str]]:

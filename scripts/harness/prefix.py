@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.pythons import CPython, find_cpythons, make_conda_like_prefix
+from harness.pythons import CPython, abi_args, find_cpythons, make_conda_like_prefix
 
 
 def pick_python(version: str, pythons: Sequence[CPython] | None = None) -> CPython:
@@ -30,7 +30,7 @@ def relocate_sysconfigdata(cpython: CPython, prefix: Path) -> None:
     original module, so FindPython would find the headers of the original install (and a
     Python-version swap of the CMake cache would point at a directory that does not exist).
     """
-    stdlib = prefix / "lib" / f"python{cpython.short}"
+    stdlib = prefix / "lib" / cpython.dirname
     for link in stdlib.glob("_sysconfigdata_*.py"):
         original = link.resolve()
         text = original.read_text()
@@ -46,7 +46,7 @@ def materialize_include(cpython: CPython, prefix: Path) -> None:
     CMake rejects a header directory that only reaches the prefix through a symlink pointing out
     of it (FindPython: "missing: Python_INCLUDE_DIRS").
     """
-    include = prefix / "include" / f"python{cpython.short}"
+    include = prefix / "include" / cpython.dirname
     if include.is_symlink():
         target = include.resolve()
         include.unlink()
@@ -67,9 +67,9 @@ def python_prefix(
     make_conda_like_prefix(cpython, prefix, packages=tuple(direct), cache_dir=cache_dir)
     relocate_sysconfigdata(cpython, prefix)
     materialize_include(cpython, prefix)
-    site_packages = prefix / "lib" / f"python{cpython.short}" / "site-packages"
+    site_packages = prefix / "lib" / cpython.dirname / "site-packages"
     if others:
-        pip_install_target(cpython.short, site_packages, others, cache_dir)
+        pip_install_target(cpython.short, site_packages, others, cache_dir, cpython.freethreaded)
     if packages:
         # conda packages ship their bytecode; without this, running pip in the prefix would
         # write __pycache__ files that look new to the package-contents snapshot.
@@ -81,13 +81,18 @@ def python_prefix(
 
 
 def pip_install_target(
-    short: str, target: Path, packages: Sequence[str], cache_dir: Path | None = None
+    short: str,
+    target: Path,
+    packages: Sequence[str],
+    cache_dir: Path | None = None,
+    freethreaded: bool = False,
 ) -> None:
-    """``pip install --target`` binary wheels for Python ``short`` (no deps, no bytecode)."""
+    """``pip install --target`` binary wheels for Python ``short`` (no deps, no bytecode);
+    ``freethreaded``: for its ``t`` build."""
     cmd = [
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
         "--target", str(target), "--python-version", short, "--implementation", "cp",
-        "--only-binary=:all:", "--no-deps", *packages,
+        *abi_args(short, freethreaded), "--only-binary=:all:", "--no-deps", *packages,
     ]  # fmt: skip
     if cache_dir is not None:
         cmd += ["--cache-dir", str(cache_dir)]

@@ -4,8 +4,16 @@ Shared test support (other test suites import it; keep this API stable):
 
 ``CPython``
     ``@dataclass(frozen=True)`` with ``version: tuple[int, int, int]``,
-    ``executable: Path`` (the real interpreter binary) and ``root: Path``
-    (its installation prefix, ``sys.base_prefix``); ``.short`` is ``"3.12"``.
+    ``executable: Path`` (the real interpreter binary), ``root: Path``
+    (its installation prefix, ``sys.base_prefix``) and ``freethreaded: bool``
+    (a ``--disable-gil`` build, default False); ``.short`` is ``"3.12"`` (also
+    ``"3.13"`` for 3.13t), ``.tag`` is ``"3.12"`` or ``"3.13t"`` and ``.dirname``
+    ``"python3.12"`` or ``"python3.13t"`` (its ``lib/``, ``include/`` and ``bin/`` names).
+
+``find_freethreaded() -> CPython | None``
+    The free-threaded CPython ``.ci/provision-freethreaded-python.sh`` builds:
+    ``FEEDSTOCK_FREETHREADED_PYTHON`` (an executable) when set, else the
+    provisioning script's cache dir. Never one of ``find_cpythons()``'s.
 
 ``find_cpythons() -> list[CPython]``
     CPython >= 3.10, one per minor version (the newest patch), sorted by
@@ -58,8 +66,12 @@ _QUERY = (
     "import json, platform, sys; "
     "print(json.dumps({'impl': platform.python_implementation(), "
     "'version': list(sys.version_info[:3]), 'base_prefix': sys.base_prefix, "
-    "'executable': sys.executable}))"
+    "'executable': sys.executable, "
+    "'freethreaded': bool(__import__('sysconfig').get_config_var('Py_GIL_DISABLED'))}))"
 )
+FREETHREADED_ENV = "FEEDSTOCK_FREETHREADED_PYTHON"
+# where .ci/provision-freethreaded-python.sh installs it (keep the two in sync)
+FREETHREADED_VERSION = "3.13.5"
 
 
 class PrefixError(FeedstockError):
@@ -71,13 +83,25 @@ class CPython:
     version: tuple[int, int, int]
     executable: Path
     root: Path
+    freethreaded: bool = False
 
     @property
     def short(self) -> str:
         return f"{self.version[0]}.{self.version[1]}"
 
+    @property
+    def tag(self) -> str:
+        """``3.13`` or ``3.13t``: the build, as megabuild's steps name it."""
+        return self.short + ("t" if self.freethreaded else "")
+
+    @property
+    def dirname(self) -> str:
+        """``python3.13t``: the interpreter's, stdlib's and include dir's name."""
+        return f"python{self.tag}"
+
     def __str__(self) -> str:
-        return f"CPython {'.'.join(map(str, self.version))} ({self.executable})"
+        flag = "t" if self.freethreaded else ""
+        return f"CPython {'.'.join(map(str, self.version))}{flag} ({self.executable})"
 
 
 def _pyenv_root() -> Path | None:
@@ -123,7 +147,10 @@ def _probe(executable: Path) -> CPython | None:
         return None
     real = Path(info["executable"] or executable).resolve()
     return CPython(
-        version=(version[0], version[1], version[2]), executable=real, root=Path(info["base_prefix"])
+        version=(version[0], version[1], version[2]),
+        executable=real,
+        root=Path(info["base_prefix"]),
+        freethreaded=bool(info.get("freethreaded")),
     )
 
 
@@ -141,7 +168,7 @@ def _find_cached(key: str) -> tuple[CPython, ...]:
             continue
         seen.add(resolved)
         cpython = _probe(candidate)
-        if cpython is None:
+        if cpython is None or cpython.freethreaded:  # see find_freethreaded
             continue
         minor = cpython.version[:2]
         if minor not in best or cpython.version > best[minor].version:
@@ -153,6 +180,23 @@ def find_cpythons() -> list[CPython]:
     """CPython >= 3.10 available here, one per minor version (newest patch), oldest first."""
     key = f"{os.environ.get('MEGABUILD_TEST_PYTHONS')!r}:{os.environ.get('PYENV_ROOT')!r}"
     return list(_find_cached(key))
+
+
+def freethreaded_cache_dir() -> Path:
+    """Where ``.ci/provision-freethreaded-python.sh`` installs the free-threaded CPython."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "pytorch-feedstock" / f"cpython-{FREETHREADED_VERSION}t"
+
+
+def find_freethreaded() -> CPython | None:
+    """The provisioned free-threaded CPython, or None when it is not on this machine."""
+    given = os.environ.get(FREETHREADED_ENV)
+    major_minor = ".".join(FREETHREADED_VERSION.split(".")[:2])
+    candidate = Path(given) if given else freethreaded_cache_dir() / "bin" / f"python{major_minor}t"
+    if not candidate.is_file():
+        return None
+    cpython = _probe(candidate)
+    return cpython if cpython is not None and cpython.freethreaded else None
 
 
 def _run(cmd: Sequence[str], what: str, timeout: float = 600) -> str:
@@ -180,30 +224,30 @@ def make_conda_like_prefix(
 ) -> Path:
     """(Re)create a conda-like env for ``cpython`` at exactly ``prefix``; see the module docstring."""
     prefix = Path(os.path.abspath(prefix))
-    short = cpython.short
-    src_lib = cpython.root / "lib" / f"python{short}"
-    src_include = cpython.root / "include" / f"python{short}"
+    name = cpython.dirname  # python3.12, or python3.13t for a free-threaded build
+    src_lib = cpython.root / "lib" / name
+    src_include = cpython.root / "include" / name
     if not src_lib.is_dir() or not (src_include / "Python.h").is_file():
         raise PrefixError(f"{cpython}: no stdlib at {src_lib} or no Python.h in {src_include}")
 
     _clear(prefix)
     bindir = prefix / "bin"
     bindir.mkdir(parents=True)
-    for name in ("python", "python3", f"python{short}"):
-        shutil.copy2(cpython.executable, bindir / name)
+    for exe in ("python", "python3", name):
+        shutil.copy2(cpython.executable, bindir / exe)
 
     libdir = prefix / "lib"
-    stdlib = libdir / f"python{short}"
+    stdlib = libdir / name
     stdlib.mkdir(parents=True)
     for entry in src_lib.iterdir():
         if entry.name != "site-packages":
             (stdlib / entry.name).symlink_to(entry)
     site_packages = stdlib / "site-packages"
     site_packages.mkdir()
-    for lib in sorted((cpython.root / "lib").glob(f"libpython{short}*.so*")):
+    for lib in sorted((cpython.root / "lib").glob(f"lib{name}.so*")):
         (libdir / lib.name).symlink_to(lib)
     (prefix / "include").mkdir()
-    (prefix / "include" / f"python{short}").symlink_to(src_include)
+    (prefix / "include" / name).symlink_to(src_include)
 
     if packages:
         _install_packages(cpython, site_packages, packages, cache_dir)
@@ -240,7 +284,7 @@ def _install_packages(
     instead of running pip again.
     """
     key = hashlib.sha256("\0".join(packages).encode()).hexdigest()[:16]
-    tree = cache_dir / "site-packages" / f"{cpython.short}-{key}" if cache_dir is not None else None
+    tree = cache_dir / "site-packages" / f"{cpython.tag}-{key}" if cache_dir is not None else None
     if tree is not None and tree.is_dir():
         shutil.copytree(tree, site_packages, symlinks=True, dirs_exist_ok=True)
         return
@@ -259,6 +303,7 @@ def _install_packages(
         cpython.short,
         "--implementation",
         "cp",
+        *abi_args(cpython.short, cpython.freethreaded),
         "--only-binary=:all:",
         "--no-deps",
     ]
@@ -273,6 +318,11 @@ def _install_packages(
             os.replace(tmp, tree)
         except OSError:  # another process won the race: fine
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def abi_args(short: str, freethreaded: bool) -> list[str]:
+    """pip's ``--abi`` for a free-threaded target (``cp313t``); pip's default ABI is the GIL one."""
+    return ["--abi", f"cp{short.replace('.', '')}t"] if freethreaded else []
 
 
 def _import_names(packages: Sequence[str]) -> list[str]:

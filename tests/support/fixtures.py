@@ -6,6 +6,8 @@
   Pass it as ``cache_dir`` to :func:`harness.pythons.make_conda_like_prefix`.
 * ``cpythons`` (session): :func:`harness.pythons.find_cpythons`.
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
+* ``freethreaded_python`` (session): the provisioned free-threaded CPython
+  (:mod:`support.freethreaded`: skips without it, fails instead in CI).
 * ``repo_root`` / ``shared_data`` (session): the checkout, and ``<repo>/../shared/data``
   (tests using the latter must skip when a file is absent).
 """
@@ -17,6 +19,8 @@ from pathlib import Path
 import pytest
 from feedstock.paths import REPO as REPO_ROOT
 from harness.pythons import CPython, find_cpythons
+
+from support.freethreaded import freethreaded_or_skip
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +51,8 @@ def two_cpythons(cpythons: list[CPython]) -> list[CPython]:
     if len(cpythons) < 2:
         pytest.skip(f"needs at least two CPython >= 3.10, found {len(cpythons)}")
     return cpythons
+
+
+@pytest.fixture(scope="session")
+def freethreaded_python() -> CPython:
+    return freethreaded_or_skip()

@@ -18,8 +18,8 @@ from megabuild.buildstate import restore, snapshot
 
 
 def _python(value: str) -> str:
-    if not re.fullmatch(r"\d+\.\d+", value):
-        raise argparse.ArgumentTypeError(f"expected a Python version X.Y, got {value!r}")
+    if not re.fullmatch(r"\d+\.\d+t?", value):  # 3.14t: the free-threaded build
+        raise argparse.ArgumentTypeError(f"expected a Python version X.Y or X.Yt, got {value!r}")
     return value
 
 

@@ -78,6 +78,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from megabuild.cache import freethreading
+from megabuild.cache.freethreading import FlagChange
 from megabuild.cache.model import CacheFile
 from megabuild.errors import MegabuildError
 
@@ -101,7 +103,7 @@ _SPLIT = re.compile(r"([;\[\]])")
 _WINDOWS_PATH = re.compile(r"[A-Za-z]:[/\\]")
 # FIND_PACKAGE_MESSAGE_DETAILS_*: ``v3.12.1(3.10)``, the found version then the requested one.
 _REQUESTED = re.compile(r"^(v?\d+\.\d+(?:\.\d+)?)\(.*\)$")
-_VERSION_ARG = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION_ARG = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(t?)")
 
 _QUERY = r"""
 import sys
@@ -109,7 +111,10 @@ import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
 import json, sysconfig
+import importlib.machinery
 info = {"version": list(sys.version_info[:3]), "soabi": sysconfig.get_config_var("SOABI") or "",
+        "freethreaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "sosabi": next((s for s in importlib.machinery.EXTENSION_SUFFIXES if s.startswith(".abi")), ""),
         "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or "",
         "prefix": sys.prefix, "numpy_include": None, "numpy_error": None,
         "paths": {k: sysconfig.get_path(k)
@@ -130,14 +135,20 @@ class PyVersion:
     major: int
     minor: int
     patch: int | None = None
+    freethreaded: bool = False  # the ``t`` build (PEP 703), see megabuild.cache.freethreading
 
     @classmethod
     def parse(cls, text: str, what: str = "version") -> PyVersion:
         match = _VERSION_ARG.fullmatch(text.strip())
         if not match:
-            raise MegabuildError(f"{what} {text!r} is not a Python version like 3.12 or 3.12.1")
+            raise MegabuildError(f"{what} {text!r} is not a Python version like 3.12, 3.12.1 or 3.14t")
         patch = match.group(3)
-        return cls(int(match.group(1)), int(match.group(2)), None if patch is None else int(patch))
+        return cls(
+            int(match.group(1)),
+            int(match.group(2)),
+            None if patch is None else int(patch),
+            bool(match.group(4)),
+        )
 
     @property
     def short(self) -> str:
@@ -147,8 +158,18 @@ class PyVersion:
     def nodot(self) -> str:
         return f"{self.major}{self.minor}"
 
-    def __str__(self) -> str:
+    @property
+    def number(self) -> str:
+        """The version as Python reports it (``3.14.1``; no ABI flag)."""
         return self.short if self.patch is None else f"{self.short}.{self.patch}"
+
+    @property
+    def build(self) -> tuple[int, int, bool]:
+        """What makes two interpreters ABI-incompatible: the minor version and the flag."""
+        return (self.major, self.minor, self.freethreaded)
+
+    def __str__(self) -> str:
+        return self.number + freethreading.flag(self.freethreaded)
 
 
 @dataclass
@@ -159,6 +180,7 @@ class Interpreter:
     paths: dict[str, str]
     numpy_include: str | None
     numpy_error: str | None
+    sosabi: str = ""  # the stable-ABI tag CMake records (``abi3``, from the ``.abi3`` suffix)
 
 
 @dataclass
@@ -240,33 +262,51 @@ def _windows_prefix(executable: str) -> str:
 
 class _Rewriter:
     def __init__(
-        self, old: PyVersion, new: PyVersion, prefix: str, moved: Mapping[str, str] | None = None
+        self,
+        old: PyVersion,
+        new: PyVersion,
+        prefix: str,
+        moved: Mapping[str, str] | None = None,
+        sosabi: str | None = None,
     ) -> None:
         self.old = old
         self.new = new
         self.prefix = prefix
         self.windows = is_windows_path(prefix)
+        self.flags = FlagChange(old.freethreaded, new.freethreaded)
+        self.sosabi = sosabi  # the new interpreter's, when it was asked
         # Whole path atoms replaced as they are, wherever they lie (see _numpy_moves).
         self.moved = {self._moved_key(k): v for k, v in (moved or {}).items()}
         o_dot = re.escape(old.short)
+        # python3.14t, cpython-314t, cp314t: the names carry the ABI flag (freethreading.py)
+        of, nf = freethreading.flag(old.freethreaded), freethreading.flag(new.freethreaded)
+        n_dot, n_nodot = new.short + nf, new.nodot + nf
         self.path_rules = [
-            (re.compile(rf"(?<![A-Za-z0-9])((?:lib)?[Pp]ython){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
-            (re.compile(rf"(?<![A-Za-z0-9])(config-){o_dot}(?![0-9])"), rf"\g<1>{new.short}"),
-            (re.compile(rf"(?<![A-Za-z0-9])(c?python-?){old.nodot}(?![0-9])", re.I), rf"\g<1>{new.nodot}"),
+            (re.compile(rf"(?<![A-Za-z0-9])((?:lib)?[Pp]ython){o_dot}{of}(?![0-9])"), rf"\g<1>{n_dot}"),
+            (re.compile(rf"(?<![A-Za-z0-9])(config-){o_dot}{of}(?![0-9])"), rf"\g<1>{n_dot}"),
+            (re.compile(rf"(?<![A-Za-z0-9])(c?python-?){old.nodot}{of}(?![0-9])", re.I), rf"\g<1>{n_nodot}"),
         ]
         self.version_atom = re.compile(rf"(v?){o_dot}(?:\.(\d+))?(?=$|\()")
-        # Deliberately broader than the rules above: used to find leftovers.
-        leftover = (
-            rf"(?<![0-9]){o_dot}(?![0-9])|(?<![0-9A-Za-z]){old.nodot}(?![0-9A-Za-z])"
-            rf"|(?<![0-9]){old.major};{old.minor}(?![0-9])"
-        )
         if self.windows:
             # cp312-win_amd64 (SOABI, wheel tag, .pyd suffix); python312.lib/.dll, Python312.
             self.path_rules.append(
-                (re.compile(rf"(?<![A-Za-z0-9])(cp){old.nodot}(?![0-9])"), rf"\g<1>{new.nodot}")
+                (re.compile(rf"(?<![A-Za-z0-9])(cp){old.nodot}{of}(?![0-9])"), rf"\g<1>{n_nodot}")
             )
+        self.leftover = re.compile(self._leftover_pattern())
+
+    def _leftover_pattern(self) -> str:
+        """Deliberately broader than the rules above: finds names of the old build left behind."""
+        old = self.old
+        if (old.major, old.minor) == (self.new.major, self.new.minor):
+            return self.flags.same_version_leftover(old.short, old.nodot)
+        o_dot = re.escape(old.short)
+        leftover = (
+            rf"(?<![0-9]){o_dot}(?![0-9])|(?<![0-9A-Za-z]){old.nodot}t?(?![0-9A-Za-z])"
+            rf"|(?<![0-9]){old.major};{old.minor}(?![0-9])"
+        )
+        if self.windows:
             leftover += rf"|(?i:(?:cp|python){old.nodot}(?![0-9]))"
-        self.leftover = re.compile(leftover)
+        return leftover
 
     def wants(self, key: str) -> bool:
         """Whether entry ``key`` is one the swap edits (and checks for leftovers)."""
@@ -290,9 +330,9 @@ class _Rewriter:
         if self.new.patch is None:
             raise MegabuildError(
                 f"{where} records a patch level and the interpreter is not available; "
-                f"pass the full version, e.g. --to {self.new.short}.0"
+                f"pass the full version, e.g. --to {self.new.short}.0{_flag(self.new)}"
             )
-        return str(self.new)
+        return self.new.number
 
     def rewrite_text(self, text: str) -> str:
         for pattern, repl in self.path_rules:
@@ -328,15 +368,18 @@ class _Rewriter:
                 if fields[3] != "":
                     fields[3] = self.full_new(key).split(".")[2]
             rest = [self.rewrite_atom(a, key) for a in fields[4:]]
-            return ";".join(fields[:4] + rest)
+            return ";".join(self.flags.properties(fields[:4] + rest, self.sosabi))
         return "".join(a if a in ";[]" else self.rewrite_atom(a, key) for a in _SPLIT.split(value))
 
     def leftovers(self, key: str, value: str) -> list[str]:
         found = []
         if PROPERTIES_KEY.fullmatch(key):
             fields = value.split(";")
-            if len(fields) >= 3 and fields[1:3] == [str(self.old.major), str(self.old.minor)]:
+            same_minor = (self.old.major, self.old.minor) == (self.new.major, self.new.minor)
+            if not same_minor and fields[1:3] == [str(self.old.major), str(self.old.minor)]:
                 found.append(";".join(fields[:4]))
+            if self.flags.properties_leftover(fields):
+                found.append(f"ABIFLAGS {fields[freethreading.ABIFLAGS_FIELD]!r}")
             value = ";".join(fields[4:])
         for atom in _SPLIT.split(value):
             if _is_path(atom):
@@ -358,7 +401,8 @@ def recorded_version(cache: CacheFile, prefix: str) -> PyVersion | None:
             fields = entry.value.split(";")
             if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit():
                 patch = int(fields[3]) if fields[3].isdigit() else None
-                return PyVersion(int(fields[1]), int(fields[2]), patch)
+                ft = freethreading.properties_are_freethreaded(fields)
+                return PyVersion(int(fields[1]), int(fields[2]), patch, ft)
     for entry in cache.entries():
         if entry.key.startswith("FIND_PACKAGE_MESSAGE_DETAILS_Python"):
             probe = _Rewriter(PyVersion(0, 0), PyVersion(0, 0), prefix)
@@ -367,8 +411,10 @@ def recorded_version(cache: CacheFile, prefix: str) -> PyVersion | None:
             match = re.search(r"\[v(\d+)\.(\d+)(?:\.(\d+))?", entry.value)
             if match:
                 micro = match.group(3)
+                short = f"{match.group(1)}\\.{match.group(2)}"
+                ft = bool(re.search(rf"python{short}{freethreading.FLAG}(?![0-9A-Za-z])", entry.value))
                 return PyVersion(
-                    int(match.group(1)), int(match.group(2)), None if micro is None else int(micro)
+                    int(match.group(1)), int(match.group(2)), None if micro is None else int(micro), ft
                 )
     return None
 
@@ -422,11 +468,12 @@ def query_interpreter(executable: str) -> Interpreter:
         major, minor, patch = (int(v) for v in info["version"])
         return Interpreter(
             executable=executable,
-            version=PyVersion(major, minor, patch),
+            version=PyVersion(major, minor, patch, bool(info.get("freethreaded"))),
             soabi=str(info["soabi"]) or _soabi_from_suffix(str(info.get("ext_suffix") or "")),
             paths={k: str(v) for k, v in info["paths"].items()},
             numpy_include=info["numpy_include"],
             numpy_error=info["numpy_error"],
+            sosabi=str(info.get("sosabi") or ""),
         )
     except (ValueError, KeyError, TypeError):
         raise MegabuildError(f"unexpected output from {executable}: {out.stdout[:80]!r}") from None
@@ -460,36 +507,20 @@ def swap_python(
     use_interpreter: bool = True,
 ) -> SwapResult:
     """Edit ``cache`` in memory; raise MegabuildError (cache then unusable) on any failure."""
-    old = PyVersion.parse(from_version, "--from")
-    new = PyVersion.parse(to_version, "--to")
-    if old.patch is not None:
-        raise MegabuildError("--from takes MAJOR.MINOR (e.g. 3.12); the patch level is read from the cache")
-    if (old.major, old.minor) == (new.major, new.minor):
-        raise MegabuildError(f"--from and --to are the same Python version ({old.short})")
     executable, found_prefix = host_prefix(cache)
     prefix = prefix.rstrip("/\\") if prefix else found_prefix
-
-    recorded = recorded_version(cache, prefix)
-    if recorded is None:
-        raise MegabuildError("the cache records no Python version (was FindPython run?)")
-    if (recorded.major, recorded.minor) != (old.major, old.minor):
-        raise MegabuildError(f"the cache was configured with Python {recorded}, not {old.short} (--from)")
-    old = recorded
-
+    old = _recorded_from(cache, PyVersion.parse(from_version, "--from"), prefix)
+    new = PyVersion.parse(to_version, "--to")
     interpreter: Interpreter | None = None
     if use_interpreter and _interpreter_available(executable):
         interpreter = query_interpreter(executable)
-        got = interpreter.version
-        if (got.major, got.minor) != (new.major, new.minor) or (
-            new.patch is not None and got.patch != new.patch
-        ):
-            raise MegabuildError(
-                f"--to {new} disagrees with the cache's interpreter {executable}, which is Python {got}"
-            )
-        new = got
+        new = _interpreter_version(interpreter, new)
+    if old.build == new.build:
+        raise MegabuildError(f"--from and --to are the same Python version ({old.short}{_flag(old)})")
 
     moved = _numpy_moves(cache, interpreter) if interpreter is not None else {}
-    rewriter = _Rewriter(old, new, prefix, moved)
+    sosabi = _sosabi(interpreter.sosabi) if interpreter is not None else None
+    rewriter = _Rewriter(old, new, prefix, moved, sosabi)
     result = SwapResult(old, new, "interpreter" if interpreter else "string", prefix)
     for entry in list(cache.entries()):
         if not rewriter.wants(entry.key) or rewriter.is_foreign(entry.value):
@@ -502,13 +533,60 @@ def swap_python(
             result.changes.append((entry.key, entry.value, value))
 
     if not result.changes:
-        raise MegabuildError(f"no reference to Python {old.short} found in the cache")
+        raise MegabuildError(f"no reference to Python {old.short}{_flag(old)} found in the cache")
     problems = _leftover_references(cache, rewriter)
     if problems:
         raise MegabuildError(
-            f"references to Python {old.short} remain after the swap in: {'; '.join(problems)}"
+            f"references to Python {old.short}{_flag(old)} remain after the swap in: {'; '.join(problems)}"
         )
     return result
+
+
+def _flag(version: PyVersion) -> str:
+    return freethreading.flag(version.freethreaded)
+
+
+def _recorded_from(cache: CacheFile, given: PyVersion, prefix: str) -> PyVersion:
+    """The cache's Python (patch level and ABI flag from FindPython's records), checked against --from.
+
+    ``--from 3.14`` accepts a cache of 3.14 or 3.14t (the flag is read, like the patch level);
+    ``--from 3.14t`` insists on the free-threaded build.
+    """
+    if given.patch is not None:
+        raise MegabuildError("--from takes MAJOR.MINOR (e.g. 3.12); the patch level is read from the cache")
+    recorded = recorded_version(cache, prefix)
+    if recorded is None:
+        raise MegabuildError("the cache records no Python version (was FindPython run?)")
+    if (recorded.major, recorded.minor) != (given.major, given.minor) or (
+        given.freethreaded and not recorded.freethreaded
+    ):
+        raise MegabuildError(f"the cache was configured with Python {recorded}, not {given} (--from)")
+    return recorded
+
+
+def _interpreter_version(interpreter: Interpreter, wanted: PyVersion) -> PyVersion:
+    """The interpreter's version, which must agree with ``--to``.
+
+    ``--to 3.14`` accepts a free-threaded 3.14t interpreter: conda-build's ``PY_VER`` is ``3.14``
+    for both builds, and the host env's interpreter is what the output builds for. ``--to 3.14t``
+    insists on a free-threaded one.
+    """
+    got = interpreter.version
+    if (
+        (got.major, got.minor) != (wanted.major, wanted.minor)
+        or (wanted.patch is not None and got.patch != wanted.patch)
+        or (wanted.freethreaded and not got.freethreaded)
+    ):
+        raise MegabuildError(
+            f"--to {wanted} disagrees with the cache's interpreter {interpreter.executable}, "
+            f"which is Python {got}"
+        )
+    return got
+
+
+def _sosabi(extension_suffix: str) -> str:
+    """FindPython's SOSABI from the interpreter's ``.abi3.so`` suffix (``abi3``; none if it lists none)."""
+    return extension_suffix.strip(".").split(".")[0] if extension_suffix else ""
 
 
 def _leftover_references(cache: CacheFile, rewriter: _Rewriter) -> list[str]:

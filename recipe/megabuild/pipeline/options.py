@@ -92,12 +92,25 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return value in ("true", "1")
 
 
+def _abi_flag(env: Mapping[str, str]) -> str:
+    """``t`` for a free-threaded Python, whose steps are then named ``3.14t``.
+
+    conda-build's ``PY_VER`` is ``3.14`` for both builds of 3.14; the variant's ``python``
+    (exported to the script: ``3.14.* *_cp314t``) or ``SP_DIR`` (``lib/python3.14t/...``) tells.
+    """
+    spec = env.get("python", "").split()
+    if len(spec) > 1 and spec[-1].endswith("t"):
+        return "t"
+    return "t" if re.fullmatch(r"python\d+\.\d+t", Path(env.get("SP_DIR", "")).parent.name) else ""
+
+
 def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
     """The options of this step; a missing or malformed variable is one error naming it."""
     env = os.environ if env is None else env
     py_ver = _required(env, "PY_VER")
     if not re.fullmatch(r"\d+\.\d+", py_ver):
         raise MegabuildError(f"PY_VER must be X.Y, got {py_ver!r}")
+    py_ver += _abi_flag(env)
     cuda_version = _required(env, "cuda_compiler_version")
     cuda = cuda_version != "None"
     magma_home = env.get("MAGMA_HOME")
