@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 START_TIMEOUT = 60.0
-STOP_TIMEOUT = 15.0
+STOP_TIMEOUT = 5.0
 BUCKET = "compiler-cache"
 
 
