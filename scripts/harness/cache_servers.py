@@ -257,3 +257,22 @@ def redis(workdir: Path, redis_server: str) -> Iterator[RedisServer]:
         yield server
     finally:
         stop(proc)
+
+
+def build_env(server: S3Server | RedisServer, role: str, dest: Path, prefix: str) -> dict[str, str]:
+    """What build-locally.py hands recipe/build.sh for ``role`` (writer or reader) of ``server``:
+    the paths of an sccache config and, for S3, of an AWS credentials file (written in ``dest``)."""
+    from feedstock.compiler_cache import CompilerCache, RedisStore, S3Store, sccache_config
+
+    dest.mkdir(parents=True, exist_ok=True)
+    conf = dest / f"{role}.toml"
+    if isinstance(server, S3Server):
+        store = S3Store(server.bucket, prefix, server.endpoint, "us-east-1")
+        conf.write_text(sccache_config(CompilerCache(None, store), None))
+        key: Key = getattr(server, role)
+        creds = key.credentials_file(dest / f"{role}.aws")
+        return {"FEEDSTOCK_COMPILER_CACHE_CONF": str(conf), "FEEDSTOCK_AWS_CREDENTIALS": str(creds)}
+    text = sccache_config(CompilerCache(None, RedisStore(server.endpoint, prefix)), None)
+    conf.write_text(text + f'username = "{role}"\npassword = "{server.passwords[role]}"\n')
+    conf.chmod(0o600)
+    return {"FEEDSTOCK_COMPILER_CACHE_CONF": str(conf)}
