@@ -577,7 +577,10 @@ def _int_from_env(environ: Mapping[str, str], key: str) -> int | None:
 
 
 def resolve_options(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Options:
-    p = ArgumentParser(PROG, description=DESCRIPTION)
+    # a short usage: a usage error prints it, and the option list is long (see --help)
+    p = ArgumentParser(
+        PROG, usage="%(prog)s [CONFIG] [options]  (--help lists them)", description=DESCRIPTION
+    )
     p.add_argument(
         "config",
         default=None,

@@ -221,7 +221,11 @@ def prune(docker: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s [CONFIG ...] [options]  (--help lists them)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--filter", help="glob on config names, applied after the aliases")
     p.add_argument("--prune", action="store_true", help="run `docker system prune -f` between configs")
