@@ -47,15 +47,19 @@ class Backend:
             return set(self.server.objects(prefix))
         return set(self.server.keys(prefix))
 
-    def env(self, role: str, prefix: str, read_only: bool = False, name: str = "") -> dict[str, str]:
+    def env(
+        self, role: str, prefix: str, read_only: bool = False, name: str = "", local_dir: Path | None = None
+    ) -> dict[str, str]:
         """SCCACHE_CONF (and the credentials file) of ``role`` (writer or reader)."""
         conf = self.tmp / f"{name or role}-{prefix.replace('/', '_')}-{read_only}.toml"
         if isinstance(self.server, S3Server):
             key: Key = getattr(self.server, role)
             creds = key.credentials_file(self.tmp / f"{name or role}.aws")
-            return {"SCCACHE_CONF": str(s3_config(conf, self.server, prefix, read_only)),
-                    "AWS_SHARED_CREDENTIALS_FILE": str(creds)}  # fmt: skip
-        return {"SCCACHE_CONF": str(redis_config(conf, self.server, role, prefix, read_only))}
+            s3 = s3_config(conf, self.server, prefix, read_only, local_dir=local_dir)
+            return {"SCCACHE_CONF": str(s3), "AWS_SHARED_CREDENTIALS_FILE": str(creds)}
+        return {
+            "SCCACHE_CONF": str(redis_config(conf, self.server, role, prefix, read_only, local_dir=local_dir))
+        }
 
 
 @pytest.fixture(params=BACKENDS)
@@ -111,6 +115,27 @@ def test_a_3mb_object_survives_the_round_trip(backend: Backend, tmp_path: Path) 
         assert b.stats()["hits"] == 1
     assert first.stat().st_size > 3 * 1024 * 1024
     assert second.read_bytes() == first.read_bytes()
+
+
+def test_local_dir_first_then_the_remote(backend: Backend, tmp_path: Path) -> None:
+    """--compiler-cache-levels disk,REMOTE: A's object lands in its local dir and on the server;
+    B, with an empty local dir, hits on the server and keeps a copy locally."""
+    prefix = f"{PREFIX}-levels-{backend.kind}"
+    source = "int levels(int x) { return x + 7; }\n"
+    objects = {}
+    for name in ("a", "b"):
+        local = tmp_path / name / "sccache-dir"  # the machine's SCCACHE_DIR, which wins over the file
+        env = backend.env("writer", prefix, name=f"levels-{name}", local_dir=local)
+        with _machine(tmp_path / name, env) as machine:
+            objects[name] = machine.compile("levels.c", source)
+            stats = machine.stats()
+        assert [p for p in local.rglob("*") if p.is_file()], f"nothing in {name}'s local dir"
+        if name == "a":
+            assert stats["misses"] == 1
+            assert [k for k in backend.listing(prefix) if not k.endswith(".sccache_check")]
+        else:
+            assert (stats["hits"], stats["misses"]) == (1, 0)
+    assert objects["a"].read_bytes() == objects["b"].read_bytes()
 
 
 # ------------------------------------------------------------------------------- two machines

@@ -186,6 +186,14 @@ def _seconds(duration: Any) -> float:
     return int(duration.get("secs", 0)) + int(duration.get("nanos", 0)) / 1e9
 
 
+def _backend(data: Mapping[str, Any]) -> str:
+    """sccache's cache location; for a multi-level chain each level's, first level first."""
+    levels = data["stats"].get("multi_level")
+    if isinstance(levels, list) and levels:
+        return " then ".join(str(level.get("location", "?")) for level in levels)
+    return str(data.get("cache_location") or "")
+
+
 def cache_stats(data: Mapping[str, Any]) -> CacheStats:
     """sccache's ``--show-stats --stats-format=json``."""
     try:
@@ -194,7 +202,7 @@ def cache_stats(data: Mapping[str, Any]) -> CacheStats:
         misses = sum(int(n) for n in stats["cache_misses"]["counts"].values())
         not_cached = int(stats.get("requests_not_compile", 0)) + int(stats.get("requests_not_cacheable", 0))
         return CacheStats(
-            hits, misses, not_cached, backend=str(data.get("cache_location") or ""),
+            hits, misses, not_cached, backend=_backend(data),
             compilations=int(stats.get("compilations", 0)),
             compile_seconds=_seconds(stats.get("compiler_write_duration")),
             read_hit_seconds=_seconds(stats.get("cache_read_hit_duration")),

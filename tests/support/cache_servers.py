@@ -61,21 +61,25 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def s3_config(
-    dest: Path, server: S3Server, prefix: str = PREFIX, read_only: bool = False, endpoint: str | None = None
-) -> Path:
-    """The sccache config build-locally.py would write for this server (no credential in it)."""
+    dest: Path, server: S3Server, prefix: str = PREFIX, read_only: bool = False, endpoint: str | None = None,
+    local_dir: Path | None = None,
+) -> Path:  # fmt: skip
+    """The sccache config build-locally.py would write for this server (no credential in it);
+    ``local_dir``: the disk level in front of it."""
     store = S3Store(server.bucket, prefix, endpoint or server.endpoint, "us-east-1")
-    dest.write_text(sccache_config(CompilerCache(None, store, read_only=read_only), None))
+    cache = CompilerCache(local_dir, store, read_only=read_only)
+    dest.write_text(sccache_config(cache, str(local_dir) if local_dir else None))
     return dest
 
 
 def redis_config(
     dest: Path, server: RedisServer, user: str, prefix: str = PREFIX, read_only: bool = False,
-    password: str | None = None, endpoint: str | None = None,
+    password: str | None = None, endpoint: str | None = None, local_dir: Path | None = None,
 ) -> Path:  # fmt: skip
     """A maintainer's own sccache config for Redis (``--compiler-cache-config``): it holds the password."""
     store = RedisStore(endpoint or server.endpoint, prefix)
-    text = sccache_config(CompilerCache(None, store, read_only=read_only), None)
+    cache = CompilerCache(local_dir, store, read_only=read_only)
+    text = sccache_config(cache, str(local_dir) if local_dir else None)
     text += f'username = "{user}"\npassword = "{password or server.passwords[user]}"\n'
     dest.write_text(text)
     dest.chmod(0o600)
