@@ -14,7 +14,8 @@
 # short config aliases (via scripts/feedstock/configs.py), building several
 # configs in turn with resume markers, --dry-run, clear preflight errors
 # (docker missing, daemon down, not enough disk), a compiler cache shared by all
-# configs (--compiler-cache) and a build report per config (scripts/build_report.py).
+# configs and machines (--compiler-cache DIR, s3://..., redis://...; see
+# scripts/feedstock/compiler_cache.py) and a build report per config (scripts/build_report.py).
 from __future__ import annotations
 
 import glob
@@ -29,6 +30,7 @@ import time
 from argparse import ArgumentParser
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 DESCRIPTION = "Build one or more .ci_support configs locally in docker, like CI does."
@@ -54,6 +56,11 @@ TELEMETRY_DIR = os.path.join(ARTIFACTS, "telemetry")
 # Where the docker build sees the feedstock, and a cache dir that lies outside it.
 CONTAINER_FEEDSTOCK = "/home/conda/feedstock_root"
 CONTAINER_CACHE = "/home/conda/compiler-cache"
+# Where the build reads the sccache config and the AWS credentials (mounted read-only).
+CONTAINER_CACHE_CONF = "/home/conda/compiler-cache-config/sccache.toml"
+CONTAINER_AWS_CREDENTIALS = "/home/conda/compiler-cache-config/aws-credentials"
+# The sccache config build-locally writes for a remote cache (no credential in it).
+GENERATED_CACHE_CONF = os.path.join(ARTIFACTS, "compiler-cache-config", "sccache.toml")
 
 # Environment hooks (documented in the README):
 #   BUILD_LOCALLY_FREE_BYTES  pretend this many bytes are free (tests)
@@ -62,6 +69,7 @@ CONTAINER_CACHE = "/home/conda/compiler-cache"
 
 sys.path.insert(0, os.path.join(FEEDSTOCK_ROOT, "scripts"))
 
+from feedstock import compiler_cache as cc  # noqa: E402
 from feedstock.errors import FeedstockError, UsageError, capped, run_main  # noqa: E402
 from feedstock.paths import DONE_MARKER_DIR, done_marker  # noqa: E402
 
@@ -82,7 +90,7 @@ class Options:
     min_free_gb: int | None  # BUILD_LOCALLY_MIN_FREE_GB
     docker: str  # DOCKER_EXECUTABLE
     user_docker_run_args: str  # the caller's CONDA_FORGE_DOCKER_RUN_ARGS, extended per config
-    compiler_cache: str | None  # absolute; None: --no-compiler-cache
+    compiler_cache: cc.CompilerCache | None  # None: --no-compiler-cache
     report: bool
 
 
@@ -189,7 +197,23 @@ def check_disk(opts: Options, name: str, values: dict[str, list[str]]) -> None:
         )
 
 
-def prepare_compiler_cache(path: str) -> None:
+def prepare_compiler_cache(cache: cc.CompilerCache, native: bool) -> None:
+    """The local dir is usable and the remote cache's config is written, or a one-line error."""
+    if cache.local_dir is not None:
+        prepare_cache_dir(str(cache.local_dir))
+    if cache.needs_config and cache.config_file is None:
+        local = None
+        if cache.local_dir is not None:
+            local = str(cache.local_dir) if native else container_path(str(cache.local_dir))
+        cc.write_config(cc.sccache_config(cache, local), Path(GENERATED_CACHE_CONF))
+
+
+def cache_config_file(cache: cc.CompilerCache) -> str:
+    """The sccache config the build reads, on this machine."""
+    return str(cache.config_file) if cache.config_file else GENERATED_CACHE_CONF
+
+
+def prepare_cache_dir(path: str) -> None:
     """The cache dir exists and is writable, or a one-line error before anything runs.
 
     An error rather than an uncached build: the user asked for the cache, and a CUDA config
@@ -279,15 +303,37 @@ def container_path(host_path: str) -> str:
 
 def docker_run_args(opts: Options, name: str, existing: str) -> str:
     """CONDA_FORGE_DOCKER_RUN_ARGS: run_docker_build.sh forwards a fixed list of variables and
-    mounts only the feedstock; the cache and telemetry dirs come in through this hook."""
+    mounts only the feedstock; the cache and telemetry dirs come in through this hook. The
+    cache's config and credentials files come in read-only, and only their paths are values."""
     args = [existing] if existing else []
     args.append(f"-e FEEDSTOCK_BUILD_TELEMETRY={container_path(telemetry_dir(name))}")
-    if opts.compiler_cache is not None:
-        inside = container_path(opts.compiler_cache)
+    cache = opts.compiler_cache
+    if cache is None:
+        return " ".join(args)
+    if cache.local_dir is not None:
+        inside = container_path(str(cache.local_dir))
         if inside == CONTAINER_CACHE:
-            args.append(f"-v {opts.compiler_cache}:{CONTAINER_CACHE}:rw")
+            args.append(f"-v {cache.local_dir}:{CONTAINER_CACHE}:rw")
         args.append(f"-e FEEDSTOCK_COMPILER_CACHE={inside}")
+    if cache.needs_config:
+        args.append(f"-v {cache_config_file(cache)}:{CONTAINER_CACHE_CONF}:ro")
+        args.append(f"-e FEEDSTOCK_COMPILER_CACHE_CONF={CONTAINER_CACHE_CONF}")
+    if cache.aws_credentials is not None:
+        args.append(f"-v {cache.aws_credentials}:{CONTAINER_AWS_CREDENTIALS}:ro")
+        args.append(f"-e FEEDSTOCK_AWS_CREDENTIALS={CONTAINER_AWS_CREDENTIALS}")
     return " ".join(args)
+
+
+def native_cache_env(cache: cc.CompilerCache | None) -> dict[str, str]:
+    """The build's cache variables for a build without docker (host paths)."""
+    env = {}
+    if cache is not None and cache.local_dir is not None:
+        env["FEEDSTOCK_COMPILER_CACHE"] = str(cache.local_dir)
+    if cache is not None and cache.needs_config:
+        env["FEEDSTOCK_COMPILER_CACHE_CONF"] = cache_config_file(cache)
+    if cache is not None and cache.aws_credentials is not None:
+        env["FEEDSTOCK_AWS_CREDENTIALS"] = str(cache.aws_credentials)
+    return env
 
 
 def setup_environment(opts: Options, name: str, values: dict[str, list[str]]) -> None:
@@ -305,10 +351,9 @@ def setup_environment(opts: Options, name: str, values: dict[str, list[str]]) ->
     else:
         # native builds: conda-build takes script_env from this environment
         os.environ["FEEDSTOCK_BUILD_TELEMETRY"] = telemetry_dir(name)
-        if opts.compiler_cache is not None:
-            os.environ["FEEDSTOCK_COMPILER_CACHE"] = opts.compiler_cache
-        else:
-            os.environ.pop("FEEDSTOCK_COMPILER_CACHE", None)
+        for key in ("FEEDSTOCK_COMPILER_CACHE", "FEEDSTOCK_COMPILER_CACHE_CONF", "FEEDSTOCK_AWS_CREDENTIALS"):
+            os.environ.pop(key, None)
+        os.environ.update(native_cache_env(opts.compiler_cache))
     if opts.debug:
         os.environ["BUILD_WITH_CONDA_DEBUG"] = "1"
         if opts.output_id:
@@ -440,7 +485,8 @@ def print_dry_run(opts: Options, names: list[str]) -> None:
                 print(f"    {fn}  (build number {o['build_number']})")
         need = needed_gb(opts, values)
         print(f"  disk: needs about {need} GiB free under build_artifacts/")
-        print(f"  compiler cache: {opts.compiler_cache or 'off (--no-compiler-cache)'}")
+        cache = opts.compiler_cache
+        print(f"  compiler cache: {cache.describe() if cache else 'off (--no-compiler-cache)'}")
         print("  steps:")
         for n, step in enumerate(build_steps(opts, name, values), 1):
             print(f"    {n}. {step}")
@@ -493,7 +539,9 @@ def build_one(opts: Options, name: str) -> None:
             "Setting this variable implies agreement to the licensing terms of the SDK by Apple."
         )
     if opts.compiler_cache is not None:
-        prepare_compiler_cache(opts.compiler_cache)
+        if opts.compiler_cache.remote is not None and name.startswith("win"):
+            raise UsageError(f"{name}: bld.bat takes only a local compiler cache dir, not a remote one")
+        prepare_compiler_cache(opts.compiler_cache, native=not uses_docker(name))
     setup_environment(opts, name, values)
     if os.path.exists(marker_path(name)):
         os.remove(marker_path(name))
@@ -529,7 +577,10 @@ def _int_from_env(environ: Mapping[str, str], key: str) -> int | None:
 
 
 def resolve_options(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Options:
-    p = ArgumentParser(PROG, description=DESCRIPTION)
+    # a short usage: a usage error prints it, and the option list is long (see --help)
+    p = ArgumentParser(
+        PROG, usage="%(prog)s [CONFIG] [options]  (--help lists them)", description=DESCRIPTION
+    )
     p.add_argument(
         "config",
         default=None,
@@ -557,16 +608,7 @@ def resolve_options(argv: Sequence[str] | None, environ: Mapping[str, str]) -> O
     p.add_argument("--force", action="store_true", help="rebuild configs that have a done marker")
     p.add_argument("--cpu-count", help="CPU_COUNT for the build (default: $CPU_COUNT or cores/RAM)")
     p.add_argument("--skip-disk-check", action="store_true", help="do not check free disk space")
-    cache = p.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--compiler-cache",
-        metavar="DIR",
-        default=DEFAULT_COMPILER_CACHE,
-        help="sccache dir shared by all configs (default: build_artifacts/compiler-cache)",
-    )
-    cache.add_argument(
-        "--no-compiler-cache", action="store_true", help="build without a compiler cache (as CI does)"
-    )
+    cc.add_arguments(p, "build_artifacts/compiler-cache")
     p.add_argument(
         "--no-report", action="store_true", help="skip the build report (build_artifacts/telemetry/<config>/)"
     )
@@ -584,7 +626,7 @@ def resolve_options(argv: Sequence[str] | None, environ: Mapping[str, str]) -> O
         min_free_gb=_int_from_env(environ, "BUILD_LOCALLY_MIN_FREE_GB"),
         docker=environ.get("DOCKER_EXECUTABLE", "docker"),
         user_docker_run_args=environ.get("CONDA_FORGE_DOCKER_RUN_ARGS", ""),
-        compiler_cache=None if ns.no_compiler_cache else os.path.abspath(ns.compiler_cache),
+        compiler_cache=cc.resolve(cc.args_from(ns), Path(DEFAULT_COMPILER_CACHE), Path(FEEDSTOCK_ROOT)),
         report=not ns.no_report,
     )
 

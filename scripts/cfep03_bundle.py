@@ -5,6 +5,12 @@
     python scripts/cfep03_bundle.py linux_64_cuda12.6 --channel my-anaconda-user
     python scripts/render.py linux_64 --json > expected.json
     python scripts/cfep03_bundle.py --expected expected.json  # skip the (slow) rendering
+    python scripts/cfep03_bundle.py --artifacts /mnt/m1/build_artifacts --artifacts /mnt/m2/build_artifacts
+
+Several ``--artifacts`` dirs (one per machine of a ``build_all.py --shard I/N`` run) merge into one
+bundle, written in the first. Each config must have been built (its build-locally done marker)
+in exactly one of them: a config built nowhere or on two machines, or a package file in two
+dirs, is refused before anything is written.
 
 The expected packages come from the render library (``scripts/feedstock/render.py``):
 ``<subdir>/<name>-<version>-<build_string>.conda`` per output. Build-string hashes are not
@@ -35,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from feedstock.configs import ConfigError, list_configs, resolve_configs
-from feedstock.errors import FeedstockError, run_main
+from feedstock.errors import FeedstockError, UsageError, run_main
 from feedstock.outputs import load_outputs
-from feedstock.paths import REPO
+from feedstock.paths import DONE_MARKER_DIR, REPO
 from feedstock.specs import mask_hash
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -67,8 +73,13 @@ class Expected:
 @dataclass
 class Found:
     key: Key
-    path: Path  # relative to build_artifacts/
+    path: Path  # relative to its build_artifacts/
     build_number: int | None  # from repodata.json, when listed there
+    base: Path = Path()  # the build_artifacts dir it lies in
+
+    @property
+    def file(self) -> Path:
+        return self.base / self.path
 
 
 def split_dist(filename: str) -> tuple[str, str, str] | None:
@@ -125,8 +136,38 @@ def scan_artifacts(artifacts: Path) -> list[Found]:
                 continue
             name, version, build = parts
             key = Key(subdir.name, name, version, mask_hash(build))
-            found.append(Found(key, path.relative_to(artifacts), numbers.get(path.name)))
+            found.append(Found(key, path.relative_to(artifacts), numbers.get(path.name), artifacts))
     return found
+
+
+def built_configs(artifacts: Path) -> set[str]:
+    """The configs build-locally.py finished in this build_artifacts dir (its done markers)."""
+    markers = artifacts / DONE_MARKER_DIR.relative_to(DONE_MARKER_DIR.parts[0])
+    return {p.stem for p in markers.glob("*.json")} if markers.is_dir() else set()
+
+
+def check_machines(dirs: Sequence[Path], names: Sequence[str]) -> None:
+    """Every config built in exactly one of ``dirs``, no package file in two: else a one-line error."""
+    where: dict[str, list[int]] = {}
+    for i, artifacts in enumerate(dirs, 1):
+        for name in built_configs(artifacts):
+            where.setdefault(name, []).append(i)
+    twice = sorted(n for n in names if len(where.get(n, [])) > 1)
+    if twice:
+        raise UsageError(
+            f"config {twice[0]} was built in several dirs (#{', #'.join(map(str, where[twice[0]]))}); "
+            "keep one (a shard split gives each config to one machine)"
+        )
+    nowhere = sorted(n for n in names if n not in where)
+    if nowhere:
+        more = f" (and {len(nowhere) - 1} more)" if len(nowhere) > 1 else ""
+        raise UsageError(f"config {nowhere[0]}{more} was built in none of the {len(dirs)} dirs")
+    seen: dict[Path, Path] = {}
+    for artifacts in dirs:
+        for found in scan_artifacts(artifacts):
+            if found.path in seen:
+                raise UsageError(f"{found.path} is in {seen[found.path]} and in {artifacts}: keep one")
+            seen[found.path] = artifacts
 
 
 @dataclass
@@ -169,12 +210,15 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_bundle(artifacts: Path, report: Report, channel: str, label: str) -> dict[str, Path]:
+def write_bundle(
+    artifacts: Path, report: Report, channel: str, label: str, more: Sequence[Path] = ()
+) -> dict[str, Path]:
+    """The bundle in ``artifacts/cfep03``; logs of the ``more`` dirs go in as ``machine<N>/...``."""
     out_dir = artifacts / "cfep03"
     out_dir.mkdir(parents=True, exist_ok=True)
     entries = []
     for exp, f in sorted(report.matched, key=lambda m: str(m[1].path)):
-        path = artifacts / f.path
+        path = f.file
         entries.append(
             {
                 "file": f.path.as_posix(),
@@ -198,19 +242,26 @@ def write_bundle(artifacts: Path, report: Report, channel: str, label: str) -> d
     request.write_text("\n".join(lines) + "\n")
     logs = out_dir / "build_logs.zip"
     with zipfile.ZipFile(logs, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        log_dir = artifacts / "logs"
-        candidates = sorted(log_dir.glob("*.log*")) if log_dir.is_dir() else []
-        # build_all.py's per-config build times travel with the logs they summarise
-        candidates += sorted(log_dir.glob("build_times.*")) if log_dir.is_dir() else []
-        candidates += sorted(artifacts.glob("*-log.txt"))
-        for path in candidates:
-            if path.is_file() and path.suffix != ".zip":
-                zf.write(path, path.name)
+        for i, base in enumerate([artifacts, *more], 1):
+            for path in log_files(base):
+                zf.write(path, path.name if not more else f"machine{i}/{path.name}")
     return {"SHA256SUMS": sums, "manifest": manifest, "admin-request": request, "logs": logs}
 
 
-def upload_commands(report: Report, channel: str, label: str) -> list[str]:
-    files = sorted(f.path.as_posix() for _, f in report.matched)
+def log_files(artifacts: Path) -> list[Path]:
+    log_dir = artifacts / "logs"
+    candidates = sorted(log_dir.glob("*.log*")) if log_dir.is_dir() else []
+    # build_all.py's per-config build times travel with the logs they summarise
+    candidates += sorted(log_dir.glob("build_times.*")) if log_dir.is_dir() else []
+    candidates += sorted(artifacts.glob("*-log.txt"))
+    return [p for p in candidates if p.is_file() and p.suffix != ".zip"]
+
+
+def upload_commands(report: Report, channel: str, label: str, root: Path | None = None) -> list[str]:
+    if root is None:
+        files = sorted(f"build_artifacts/{f.path.as_posix()}" for _, f in report.matched)
+    else:
+        files = sorted(shown(f.file, root) for _, f in report.matched)
     names = sorted({(e.key.name, e.key.version) for e, _ in report.matched})
     lines = [
         f"# CFEP-03 ({CFEP03_URL}): the delegate who built the packages uploads them to their own",
@@ -218,8 +269,8 @@ def upload_commands(report: Report, channel: str, label: str) -> list[str]:
         "# SHA256SUMS in the feedstock PR, and a core member reviews and copies them. Not run:",
         "anaconda login",
         f"anaconda upload --user {channel} --label {label} \\",
-        *(f"    build_artifacts/{fn} \\" for fn in files[:-1]),
-        *(f"    build_artifacts/{fn}" for fn in files[-1:]),
+        *(f"    {fn} \\" for fn in files[:-1]),
+        *(f"    {fn}" for fn in files[-1:]),
         "",
         "# core member, option 1 (CFEP-03): copy from the delegate's label to conda-forge/main",
         *(
@@ -250,13 +301,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("configs", nargs="*", help="config names or aliases (default: every linux config)")
     p.add_argument("--expected", type=Path, help="JSON list of outputs (scripts/render.py --json)")
-    p.add_argument("--artifacts", type=Path, help="default: <feedstock>/build_artifacts")
+    p.add_argument(
+        "--artifacts",
+        type=Path,
+        action="append",
+        help="a build_artifacts dir (default: <feedstock>/build_artifacts); repeat to merge machines",
+    )
     p.add_argument("--channel", default="<your-anaconda-user>", help="anaconda.org user for the upload")
     p.add_argument("--label", default="cfep03", help="anaconda.org label (default: cfep03)")
     p.add_argument("--feedstock", type=Path, default=REPO, help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
     root = ns.feedstock.resolve()
-    artifacts = (ns.artifacts or root / "build_artifacts").resolve()
+    dirs = [d.resolve() for d in ns.artifacts or [root / "build_artifacts"]]
+    artifacts = dirs[0]
+    if len(set(dirs)) != len(dirs):
+        raise UsageError("an --artifacts dir is given twice")
+    if any(not d.is_dir() for d in dirs):
+        raise UsageError(f"--artifacts {next(d for d in dirs if not d.is_dir())}: no such directory")
     configs = list_configs(root)
     if ns.configs:
         chosen = {c.name: None for name in ns.configs for c in resolve_configs(name, configs)}
@@ -273,8 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"no linux configs in {shown(root / '.ci_support', root)}/ (rerender first?)")
         expected = render_expected(root, names)
 
-    report = compare(expected, scan_artifacts(artifacts))
-    print(f"expected {len(expected)} package(s) from {len(names)} config(s) in {shown(artifacts, root)}")
+    if len(dirs) > 1:
+        check_machines(dirs, sorted({e.config for e in expected}))
+    report = compare(expected, [f for d in dirs for f in scan_artifacts(d)])
+    where = shown(artifacts, root) if len(dirs) == 1 else f"{len(dirs)} build_artifacts dirs"
+    print(f"expected {len(expected)} package(s) from {len(names)} config(s) in {where}")
     print(f"  present:    {len(report.matched)}")
     print(f"  missing:    {len(report.missing)}")
     for exp in report.missing:
@@ -288,14 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for f in report.unexpected:
         print(f"    UNEXPECTED {f.path}")
 
-    written = write_bundle(artifacts, report, ns.channel, ns.label)
+    written = write_bundle(artifacts, report, ns.channel, ns.label, dirs[1:])
     for what, path in written.items():
         print(f"wrote {what}: {shown(path, root)}")
     if not report.complete:
         print("INCOMPLETE: build the missing configs (scripts/build_all.py) before uploading")
         return 1
     print("\ncomplete. Upload commands (printed, not run):\n")
-    print("\n".join(upload_commands(report, ns.channel, ns.label)))
+    print("\n".join(upload_commands(report, ns.channel, ns.label, root if len(dirs) > 1 else None)))
     return 0
 
 

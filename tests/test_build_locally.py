@@ -248,7 +248,8 @@ def test_options_are_resolved_once_into_a_frozen_dataclass(fs: FakeFeedstock) ->
         opts.cpu_count = "1"
     assert module.resolve_options(["--cpu-count", "3"], env).cpu_count == "3"
     default = module.resolve_options([], {})
-    assert default.compiler_cache == str(fs.root / "build_artifacts" / "compiler-cache")
+    assert default.compiler_cache.local_dir == fs.root / "build_artifacts" / "compiler-cache"
+    assert default.compiler_cache.remote is None
 
 
 def test_bad_number_in_the_environment_is_a_one_line_error(fs: FakeFeedstock) -> None:

@@ -13,7 +13,9 @@ from feedstock.paths import SCRIPTS
 from feedstock.telemetry import (
     TelemetryError,
     load_build,
+    overview_markdown,
     parse_ninja_log,
+    render_markdown,
     summarize,
     timeline_rows,
 )
@@ -25,14 +27,23 @@ def _line(start: int, end: int, output: str, mtime: int = 1, cmd_hash: str = "h"
     return f"{start}\t{end}\t{mtime}\t{output}\t{cmd_hash}\n"
 
 
+LOCATION = "s3, name: compiler-cache, prefix: /pytorch-feedstock/v1/"
+
+
 def _sccache(hits: int, misses: int) -> dict[str, object]:
+    """sccache 0.16's JSON statistics; each compile it ran took 2.5 s, each hit 0.5 s to fetch."""
     return {
         "stats": {
             "cache_hits": {"counts": {"C/C++": hits} if hits else {}},
             "cache_misses": {"counts": {"C/C++": misses} if misses else {}},
             "requests_not_compile": 2,
             "requests_not_cacheable": 0,
-        }
+            "compilations": misses,
+            "compiler_write_duration": {"secs": int(2.5 * misses), "nanos": int(2.5 * misses % 1 * 1e9)},
+            "cache_read_hit_duration": {"secs": 0, "nanos": 500_000_000 * hits},
+            "cache_write_errors": 0,
+        },
+        "cache_location": LOCATION,
     }
 
 
@@ -93,8 +104,15 @@ def test_passes_edges_targets_and_cache(telemetry: Path) -> None:
     # only what changed in .ninja_log since the previous pass belongs to the Python pass
     assert (py["edges"], py["compiles"], py["wall_seconds"]) == (2, 1, 2.5)
     assert {t["target"] for t in py["targets"]} == {"torch_python"}
-    assert top["cache"] == {"hits": 1, "misses": 3, "not_cached": 2, "hit_rate": 0.25}
-    assert report["total"]["cache"] == {"hits": 2, "misses": 3, "hit_rate": 0.4}
+    assert top["cache"] == {
+        "hits": 1, "misses": 3, "not_cached": 2, "hit_rate": 0.25, "backend": LOCATION,
+        "write_errors": 0, "saved_seconds": 2.0,  # 1 hit x 2.5 s, less 0.5 s fetching it
+    }  # fmt: skip
+    # the Python pass compiled nothing: its hit counts at the build's mean compile time
+    assert py["cache"]["saved_seconds"] == 2.0
+    assert report["total"]["cache"] == {
+        "hits": 2, "misses": 3, "hit_rate": 0.4, "backend": LOCATION, "write_errors": 0, "saved_seconds": 4.0,
+    }  # fmt: skip
     assert report["slowest"][0] == {
         "pass": "libtorch",
         "output": "caffe2/CMakeFiles/torch_cpu.dir/aten/Tensor.cpp.o",
@@ -215,3 +233,13 @@ def test_cli_errors_are_one_line(tmp_path: Path, setup: str, status: int, messag
     (line,) = proc.stderr.splitlines()
     assert line.startswith("build_report: error: ") and message in line
     assert not list(target.glob("report*")) if target.exists() else True
+
+
+def test_report_shows_the_cache_backend_hits_misses_and_time_saved(telemetry: Path) -> None:
+    summary = summarize(load_build(telemetry))
+    text = render_markdown(summary, "cfg")
+    assert f"Backend: {LOCATION}" in text
+    assert "| libtorch | 1 | 3 | 25.0% | 2.0 s | 0 |" in text
+    assert "| **total** | 2 | 3 | 40.0% | 4.0 s | 0 |" in text
+    overview = overview_markdown([("cfg", summary)])
+    assert f"| cfg | {LOCATION} | 2 | 3 | 4.0 s |" in overview

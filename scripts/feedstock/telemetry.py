@@ -74,6 +74,11 @@ class CacheStats:
     hits: int
     misses: int
     not_cached: int  # requests sccache passed through to the compiler (links, unsupported flags)
+    backend: str = ""  # sccache's "cache location": "s3, name: ..., prefix: ...", "Local disk: ..."
+    compilations: int = 0  # compiler runs (the misses, and what was not cacheable)
+    compile_seconds: float = 0.0  # their total time
+    read_hit_seconds: float = 0.0  # time spent fetching the hits
+    write_errors: int = 0  # objects that could not be stored (read-only mode or credentials)
 
     @property
     def lookups(self) -> int:
@@ -174,6 +179,21 @@ def _edge_name(outputs: list[str]) -> str:
     return (relative or sorted(outputs))[0]
 
 
+def _seconds(duration: Any) -> float:
+    """sccache's ``{"secs": S, "nanos": N}``."""
+    if not isinstance(duration, Mapping):
+        return 0.0
+    return int(duration.get("secs", 0)) + int(duration.get("nanos", 0)) / 1e9
+
+
+def _backend(data: Mapping[str, Any]) -> str:
+    """sccache's cache location; for a multi-level chain each level's, first level first."""
+    levels = data["stats"].get("multi_level")
+    if isinstance(levels, list) and levels:
+        return " then ".join(str(level.get("location", "?")) for level in levels)
+    return str(data.get("cache_location") or "")
+
+
 def cache_stats(data: Mapping[str, Any]) -> CacheStats:
     """sccache's ``--show-stats --stats-format=json``."""
     try:
@@ -181,9 +201,32 @@ def cache_stats(data: Mapping[str, Any]) -> CacheStats:
         hits = sum(int(n) for n in stats["cache_hits"]["counts"].values())
         misses = sum(int(n) for n in stats["cache_misses"]["counts"].values())
         not_cached = int(stats.get("requests_not_compile", 0)) + int(stats.get("requests_not_cacheable", 0))
+        return CacheStats(
+            hits, misses, not_cached, backend=_backend(data),
+            compilations=int(stats.get("compilations", 0)),
+            compile_seconds=_seconds(stats.get("compiler_write_duration")),
+            read_hit_seconds=_seconds(stats.get("cache_read_hit_duration")),
+            write_errors=int(stats.get("cache_write_errors", 0)),
+        )  # fmt: skip
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise TelemetryError(f"not sccache's JSON statistics (missing {exc})") from None
-    return CacheStats(hits, misses, not_cached)
+
+
+def mean_compile_seconds(stats: Iterable[CacheStats]) -> float | None:
+    """Seconds one compile took where sccache ran the compiler; None if it ran none."""
+    runs = [s for s in stats if s.compilations]
+    total = sum(s.compilations for s in runs)
+    return sum(s.compile_seconds for s in runs) / total if total else None
+
+
+def saved_seconds(stats: CacheStats, mean_compile: float | None) -> float | None:
+    """Compile time the hits saved: each hit at the mean compile time, less the time fetching them.
+
+    An estimate: a hit's own compile was never timed here. ``mean_compile`` is this pass's, else
+    the build's (a pass that hit everything ran no compiler); None when no compile ran at all."""
+    if mean_compile is None:
+        return None if stats.hits else 0.0
+    return max(stats.hits * mean_compile - stats.read_hit_seconds, 0.0)
 
 
 def find_telemetry(build_dir: Path) -> Path | None:
@@ -266,8 +309,23 @@ def target_table(edges: Iterable[Edge]) -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda r: (-r["seconds"], r["target"]))
 
 
+def _cache_summary(stats: CacheStats, build_mean: float | None) -> dict[str, Any]:
+    mean = mean_compile_seconds([stats])
+    saved = saved_seconds(stats, mean if mean is not None else build_mean)
+    return {
+        "hits": stats.hits,
+        "misses": stats.misses,
+        "not_cached": stats.not_cached,
+        "hit_rate": stats.hit_rate,
+        "backend": stats.backend,
+        "write_errors": stats.write_errors,
+        "saved_seconds": None if saved is None else round(saved, 3),
+    }
+
+
 def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
     """The report as plain data (written as report.json; rendered by ``render_markdown``)."""
+    build_mean = mean_compile_seconds(p.cache for p in build.passes if p.cache)
     passes = []
     for p in build.passes:
         passes.append(
@@ -277,14 +335,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
                 "edge_seconds": round(p.edge_seconds, 3),
                 "edges": len(p.edges),
                 "compiles": p.compiles,
-                "cache": None
-                if p.cache is None
-                else {
-                    "hits": p.cache.hits,
-                    "misses": p.cache.misses,
-                    "not_cached": p.cache.not_cached,
-                    "hit_rate": p.cache.hit_rate,
-                },
+                "cache": None if p.cache is None else _cache_summary(p.cache, build_mean),
                 "targets": [
                     {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
                     for row in target_table(p.edges)
@@ -296,6 +347,8 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
     hits = sum(p.cache.hits for p in build.passes if p.cache)
     misses = sum(p.cache.misses for p in build.passes if p.cache)
     with_cache = any(p.cache for p in build.passes)
+    saved = [_cache_summary(p.cache, build_mean)["saved_seconds"] for p in build.passes if p.cache]
+    backends = sorted({p.cache.backend for p in build.passes if p.cache and p.cache.backend})
     return {
         "source": str(build.source),
         "passes": passes,
@@ -308,6 +361,9 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
                 "hits": hits,
                 "misses": misses,
                 "hit_rate": hits / (hits + misses) if hits + misses else None,
+                "backend": "; ".join(backends),
+                "write_errors": sum(p.cache.write_errors for p in build.passes if p.cache),
+                "saved_seconds": None if None in saved else round(sum(s for s in saved if s is not None), 3),
             }
             if with_cache
             else None,
@@ -327,6 +383,35 @@ def _rate(cache: Mapping[str, Any] | None) -> str:
     return f"{cache['hits']}/{cache['hits'] + cache['misses']} ({100 * cache['hit_rate']:.1f}%)"
 
 
+def _saved(cache: Mapping[str, Any]) -> str:
+    saved = cache.get("saved_seconds")
+    return "unknown (no compile ran to time)" if saved is None else f"{saved:.1f} s"
+
+
+def cache_section(summary: Mapping[str, Any]) -> list[str]:
+    """The compiler cache of a build: backend, hits and misses, compile time saved, per pass."""
+    total = summary["total"]["cache"]
+    if total is None:
+        return ["", "Compiler cache: off."]
+    out = ["", "## Compiler cache", "", f"Backend: {total.get('backend') or 'unknown'}", ""]
+    out += [
+        "Saved: each hit counted at the mean time of the compiles sccache ran (this pass's, else the "
+        "build's), less the time spent fetching hits.",
+        "",
+        "| pass | hits | misses | hit rate | compile time saved | write errors |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = [*(p for p in summary["passes"] if p["cache"]), {"pass": "**total**", "cache": total}]
+    for p in rows:
+        c = p["cache"]
+        rate = "-" if c["hit_rate"] is None else f"{100 * c['hit_rate']:.1f}%"
+        errors = c.get("write_errors", 0)
+        out.append(f"| {p['pass']} | {c['hits']} | {c['misses']} | {rate} | {_saved(c)} | {errors} |")
+    if total.get("write_errors"):
+        out += ["", "Write errors: the cache was read-only (mode or credentials) or refused some objects."]
+    return out
+
+
 def render_markdown(summary: Mapping[str, Any], title: str) -> str:
     out = [f"# Build report: {title}", "", f"Source: `{summary['source']}`", ""]
     out += [
@@ -342,6 +427,7 @@ def render_markdown(summary: Mapping[str, Any], title: str) -> str:
             f"| {p['pass']} | {p['wall_seconds']:.1f} | {p['edge_seconds']:.1f} | {p['edges']} "
             f"| {p['compiles']} | {_rate(p['cache'])} |"
         )
+    out += cache_section(summary)
     for p in summary["passes"]:
         out += [
             "",
@@ -468,6 +554,28 @@ def write_overview(summaries: Sequence[tuple[str, Mapping[str, Any]]], path: Pat
 
 
 def overview_markdown(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    return "\n".join([*_times_table(summaries), "", *_cache_table(summaries)]) + "\n"
+
+
+def _cache_table(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    out = [
+        "## Compiler cache per config",
+        "",
+        "| config | backend | hits | misses | compile time saved |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for config, s in summaries:
+        c = s["total"]["cache"]
+        if c is None:
+            out.append(f"| {config} | off | - | - | - |")
+        else:
+            out.append(
+                f"| {config} | {c.get('backend') or '?'} | {c['hits']} | {c['misses']} | {_saved(c)} |"
+            )
+    return out
+
+
+def _times_table(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
     out = [
         "# Build times of all configs",
         "",
@@ -481,7 +589,7 @@ def overview_markdown(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> str
             f"| {config} | {t['wall_seconds']:.1f} | {t['edge_seconds']:.1f} | {t['compiles']} "
             f"| {_rate(t['cache'])} | {per_pass} |"
         )
-    return "\n".join(out) + "\n"
+    return out
 
 
 def write_report(build: Build, out_dir: Path, title: str, png: bool = True) -> dict[str, Path]:
