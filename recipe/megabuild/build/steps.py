@@ -35,7 +35,7 @@ def _install(opts: BuildOptions, pass_name: str, excludes: list[str] | None) -> 
 
 
 def _magma_variant(opts: BuildOptions) -> None:
-    """The linalg library again from its own objects with MAGMA, and one link (README)."""
+    """The linalg library again from its own objects with MAGMA, and one link (docs/architecture.md)."""
     if opts.magma_home is None:
         raise MegabuildError("MAGMA_HOME is not set: the magma variant links $MAGMA_HOME/lib/libmagma")
     out = opts.build_dir / "magma-linalg"
@@ -62,7 +62,7 @@ def top_level(opts: BuildOptions, env: Mapping[str, str]) -> None:
     megabuild("cache", "save", opts.build_dir / "CMakeCache.txt")
     if opts.megabuild:
         # conda-build orders the pytorch outputs differently from run to run; keeping this build
-        # lets the top level's Python skip its compiles wherever its output comes (README).
+        # lets the top level's Python skip its compiles wherever its output comes (docs/architecture.md).
         megabuild("build-state", "save", "--build-dir", opts.build_dir, "--state", opts.build_state,
                   "--python", opts.megabuild_python)  # fmt: skip
 
@@ -100,7 +100,7 @@ def pytorch(opts: BuildOptions, env: Mapping[str, str], *, full_wheel: bool = Fa
     # out (libtorch's libraries, CMake config) is linked to libtorch's files in the prefix.
     if opts.is_windows:
         # no symlinks: torch/__init__.py adds %PREFIX%\\Library\\bin (libtorch's DLLs) to the DLL
-        # search path, and the wheel.exclude above left libtorch's files out (README, Windows)
+        # search path, and the wheel.exclude above left libtorch's files out (docs/architecture.md, Windows)
         print("link-back: none on Windows (libtorch's DLLs load from Library\\bin)", flush=True)
         return
     installed = ["libtorch", *(["libtorch-cuda-linalg"] if opts.cuda else [])]
