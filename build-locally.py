@@ -42,14 +42,15 @@ PROG = "build-locally"
 
 # Free disk space a config needs under build_artifacts/ (the conda-bld root,
 # package cache and host/build/test envs all live there; the docker image,
-# ~5 GB, lives in docker's own storage). Estimates, see README "Building
-# locally": a CPU megabuild is one build tree (~15 GB) plus 5 Python builds,
+# ~5 GB, lives in docker's own storage). Estimates, see docs/local-builds.md
+# ("Why local builds"): a CPU megabuild is one build tree (~15 GB) plus 5 Python builds,
 # per-output envs and packages; a CUDA build tree holds device code for every
 # architecture, and each output's host env carries a CUDA toolkit.
 DISK_NEEDED_GB = {"cpu": 60, "cuda": 150}
 GIB = 1024**3
 
-# The compiler cache every config shares (sccache's dir; README "Building locally").
+# The compiler cache every config shares (sccache's dir; docs/local-builds.md, "Compiler cache
+# and build reports").
 DEFAULT_COMPILER_CACHE = os.path.join(ARTIFACTS, "compiler-cache")
 # Per-config build telemetry (recipe/build.sh) and its report (scripts/build_report.py).
 TELEMETRY_DIR = os.path.join(ARTIFACTS, "telemetry")
@@ -62,7 +63,7 @@ CONTAINER_AWS_CREDENTIALS = "/home/conda/compiler-cache-config/aws-credentials"
 # The sccache config build-locally writes for a remote cache (no credential in it).
 GENERATED_CACHE_CONF = os.path.join(ARTIFACTS, "compiler-cache-config", "sccache.toml")
 
-# Environment hooks (documented in the README):
+# Environment hooks (documented in docs/local-builds.md):
 #   BUILD_LOCALLY_FREE_BYTES  pretend this many bytes are free (tests)
 #   BUILD_LOCALLY_MIN_FREE_GB override the per-config estimate
 #   DOCKER_EXECUTABLE         docker-compatible client (as in run_docker_build.sh)

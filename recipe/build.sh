@@ -2,8 +2,8 @@
 # Script of the top-level build (libtorch-split) and of every pytorch output.
 #
 # It only sets the build environment; the steps are `python -m megabuild build top-level`
-# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/pipeline; README.md, "How the
-# megabuild works"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
+# and `... build pytorch` (stdlib-only, $RECIPE_DIR/megabuild/pipeline; docs/architecture.md, "The
+# megabuild under scikit-build-core"). PyTorch's EnvVarForwarding.cmake copies every BUILD_*/USE_*/CMAKE_*
 # variable into the cache on each configure, so this script must export exactly the same
 # values in every step: nothing below may depend on PKG_NAME or PY_VER (the pytorch step
 # compares its environment with the top level's record and refuses to build otherwise).
@@ -41,7 +41,7 @@ export CFLAGS CXXFLAGS LDFLAGS
 
 ########################## compiler cache, telemetry ########################
 # Local and CFEP-03 builds share one compiler cache across configs and machines
-# (build-locally.py --compiler-cache; docs/notes/compiler-cache.md). Unset (CI): the build
+# (build-locally.py --compiler-cache; docs/local-builds.md). Unset (CI): the build
 # is untouched. FEEDSTOCK_COMPILER_CACHE is sccache's local dir; FEEDSTOCK_COMPILER_CACHE_CONF
 # an sccache config file naming a remote store (S3-compatible or Redis) and
 # FEEDSTOCK_AWS_CREDENTIALS an AWS credentials file: both mounted read-only, and passed by
@@ -201,7 +201,7 @@ export USE_SYSTEM_EIGEN_INSTALL=1
 export BUILD_CUSTOM_PROTOBUF=OFF
 
 ############################## feature switches #############################
-# Parity with the upstream wheels (README: "Features compared with upstream").
+# Parity with the upstream wheels (docs/packages.md: "Features compared with upstream").
 export USE_MKLDNN=1
 export USE_KINETO=1
 export USE_DISTRIBUTED=1

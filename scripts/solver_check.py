@@ -6,7 +6,7 @@ local channel with stand-ins for their external dependencies (``scripts/feedstoc
 and solves typical user requests with py-rattler, printing what gets installed::
 
     python scripts/solver_check.py                 # table of all scenarios, exit 1 on a mismatch
-    python scripts/solver_check.py --markdown      # the same as a Markdown table (for the README)
+    python scripts/solver_check.py --markdown      # the same as a Markdown table (for docs/packages.md)
     python scripts/solver_check.py --keep DIR      # also keep the channel in DIR
     python scripts/solver_check.py --records F     # use rendered records from a JSON file
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the upstream-versions table the README keeps: what PyTorch vendors and pins, next to ours.
+"""Print the upstream-versions table of docs/version-bumps.md: what PyTorch vendors and pins, next to ours.
 
     python scripts/upstream_versions.py ~/src/pytorch            # a git checkout (submodules inited)
     python scripts/upstream_versions.py ~/src/pytorch-v2.13.0     # an extracted release tarball

@@ -183,7 +183,7 @@ def test_build_numbers_prefer_cuda_mkl_magma(records: dict[str, list[dict[str, A
     assert solver_check.preference_problems(records) == []
 
 
-# -- the whole scenario table (what the README shows) --------------------------------------------
+# -- the whole scenario table (what docs/packages.md shows) --------------------------------------------
 
 
 def test_scenario_table(rendered_channel: tuple[Channel, dict[str, list[dict[str, Any]]]]) -> None:

@@ -279,7 +279,7 @@ def owners(
 
 
 def summarize(rows: list[tuple[str, int, bool]], found: dict[str, list[str]]) -> str:
-    """``output: files / MB`` per package, ``torch/`` only (the README's table)."""
+    """``output: files / MB`` per package, ``torch/`` only (the table in docs/testing.md)."""
     count: dict[str, list[int]] = {}
     for path, size, _x in rows:
         if path.startswith("torch/"):

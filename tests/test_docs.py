@@ -1,0 +1,338 @@
+"""The README and docs/: every doc is reachable, every link resolves, every command runs as shown.
+
+A command is a line of a ``bash`` or ``sh`` block, or a ``$ `` line of a ``console`` block
+(``text`` blocks hold synopses and sample output and are not read). "Runs as shown" is checked
+without running builds: the program is one this feedstock ships (its script exists and its own
+argument parser accepts the arguments, config names resolve to ``.ci_support`` configs), a test
+path pytest is given exists, a requirements file pip is given exists, or the program is one of
+the few outside tools the docs name (conda, docker, anaconda). docs/notes/ holds the helpers'
+drafts until they are folded in and is not checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import re
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
+
+import pytest
+from feedstock.configs import list_configs, resolve_configs
+from feedstock.errors import FeedstockError
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+
+# The shell languages whose lines are commands; "console" shows commands after "$ ".
+SHELL_BLOCKS = {"bash", "sh"}
+# Programs of other projects the docs show; their commands are not checked here.
+OUTSIDE_TOOLS = {"conda", "docker", "anaconda"}
+# conda-build's variables, as the commands of docs/architecture.md use them in a build script.
+BUILD_VARIABLES = {
+    "RECIPE_DIR": "/feedstock/recipe",
+    "SRC_DIR": "/work",
+    "PREFIX": "/prefix",
+    "SP_DIR": "/prefix/lib/python3.13/site-packages",
+    "PY_VER": "3.13",
+    "target_platform": "linux-64",
+}
+# Scripts whose positional ``config``/``configs`` or ``--config`` name .ci_support configs.
+CONFIG_ARGUMENTS = ("config", "configs")
+SCRIPTS_TAKING_CONFIGS = {
+    "build-locally.py",
+    "render.py",
+    "build_all.py",
+    "cfep03_bundle.py",
+    "demo_megabuild.py",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    page: Path
+    line: int
+    argv: tuple[str, ...]
+
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}: {shlex.join(self.argv)}"
+
+
+def _fenced_blocks(text: str) -> Iterator[tuple[str, int, list[str]]]:
+    """(language, line number of the first line, lines) of each fenced block."""
+    language, start, body = None, 0, []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            if language is None:
+                language, start, body = stripped[3:].strip() or "text", number + 1, []
+            else:
+                yield language, start, body
+                language = None
+        elif language is not None:
+            body.append(line.strip())
+
+
+def _expand(token: str, where: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in BUILD_VARIABLES:
+            pytest.fail(f"{where}: ${name} is no build variable the docs may use (BUILD_VARIABLES)")
+        return BUILD_VARIABLES[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, token)
+
+
+def _split(line: str, where: str) -> list[tuple[str, ...]]:
+    """The simple commands of one shell line (split at ``&&``, ``;`` and ``|``), comments dropped."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars="&;|")
+    lexer.whitespace_split = True
+    commands: list[tuple[str, ...]] = [()]
+    for token in lexer:
+        if token in {"&&", ";", "|"}:
+            commands.append(())
+        else:
+            commands[-1] += (_expand(token, where),)
+    return [c for c in commands if c]
+
+
+def _logical_lines(language: str, body: list[str]) -> Iterator[tuple[int, str]]:
+    pending, first = "", 0
+    for offset, line in enumerate(body):
+        if language == "console":
+            if not line.startswith("$ "):
+                continue
+            line = line[2:]
+        elif not pending and (not line or line.startswith("#")):
+            continue
+        if not pending:
+            first = offset
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        yield first, pending + line
+        pending = ""
+
+
+def commands_of(page: Path) -> list[Command]:
+    found = []
+    for language, start, body in _fenced_blocks(page.read_text(encoding="utf-8")):
+        if language not in SHELL_BLOCKS | {"console"}:
+            continue
+        for offset, line in _logical_lines(language, body):
+            where = f"{page.relative_to(ROOT)}:{start + offset}"
+            found += [Command(page, start + offset, argv) for argv in _split(line, where)]
+    return found
+
+
+ALL_COMMANDS = [c for page in PAGES for c in commands_of(page)]
+
+
+# -- checking one command -------------------------------------------------------------------------
+
+
+class _Parsed(Exception):
+    def __init__(self, namespace: argparse.Namespace) -> None:
+        self.namespace = namespace
+
+
+def _load_script(path: Path) -> ModuleType:
+    name = "_doc_command_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses in the script look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def parsed_arguments(
+    main: Any,
+    args: list[str],
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> argparse.Namespace:
+    """What ``main(args)``'s own parser makes of ``args``; stops the tool right after parsing."""
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self: argparse.ArgumentParser, *a: Any, **kw: Any) -> NoReturn:
+        raise _Parsed(original(self, *a, **kw))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    takes_argv = bool(inspect.signature(main).parameters)
+    if not takes_argv:  # a main() that reads sys.argv, as a benchmark's may
+        monkeypatch.setattr(sys, "argv", [where, *args])
+    try:
+        main(args) if takes_argv else main()
+    except _Parsed as parsed:
+        return parsed.namespace
+    except SystemExit:
+        pytest.fail(f"{where}: the tool's parser refuses the arguments: {capsys.readouterr().err.strip()}")
+    finally:
+        monkeypatch.undo()
+    pytest.fail(f"{where}: the tool returned without parsing its arguments")
+
+
+def _check_configs(namespace: argparse.Namespace, where: str) -> None:
+    configs = list_configs(ROOT)
+    for attribute in CONFIG_ARGUMENTS:
+        value = getattr(namespace, attribute, None)
+        for name in [value] if isinstance(value, str) else value or []:
+            try:
+                resolve_configs(name, configs)
+            except FeedstockError as exc:
+                pytest.fail(f"{where}: {exc}")
+
+
+def _check_pytest(args: list[str], where: str) -> None:
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        path, _, node = arg.partition("::")
+        assert (ROOT / path).exists(), f"{where}: no {path}"
+        if node:
+            name = node.split("[")[0].split("::")[-1]
+            assert f"def {name}(" in (ROOT / path).read_text(encoding="utf-8"), f"{where}: no test {node}"
+
+
+def _check_pip(args: list[str], where: str) -> None:
+    assert args[:1] == ["install"], f"{where}: the docs show pip only installing"
+    for flag, value in zip(args, args[1:]):
+        if flag == "-r":
+            assert (ROOT / value).is_file(), f"{where}: no requirements file {value}"
+
+
+def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    if args[:2] == ["-m", "megabuild"]:
+        from megabuild.cli import main as megabuild_main
+
+        parsed_arguments(megabuild_main, args[2:], where, monkeypatch, capsys)
+    elif args[:2] == ["-m", "pytest"]:
+        _check_pytest(args[2:], where)
+    elif args[:2] == ["-m", "pip"]:
+        _check_pip(args[2:], where)
+    elif args and args[0].endswith(".py"):
+        script = ROOT / args[0]
+        assert script.is_file(), f"{where}: no script {args[0]}"
+        namespace = parsed_arguments(_load_script(script).main, args[1:], where, monkeypatch, capsys)
+        if script.name in SCRIPTS_TAKING_CONFIGS:
+            _check_configs(namespace, where)
+    else:
+        pytest.fail(f"{where}: a python command the docs test does not know how to check")
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: f"{c.page.name}:{c.line}")
+def test_every_command_runs_as_shown(
+    command: Command, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program, *args = command.argv
+    where = command.where()
+    if program in {"python", "python3"}:
+        check_python(args, where, monkeypatch, capsys)
+    elif program == "pytest":
+        _check_pytest(args, where)
+    elif program == "pip":
+        _check_pip(args, where)
+    elif program == "export":
+        assert all(re.fullmatch(r"\w+=.*", a) for a in args), f"{where}: export NAME=VALUE"
+    elif program == "bash":
+        assert (ROOT / args[0]).is_file(), f"{where}: no script {args[0]}"
+    else:
+        assert program in OUTSIDE_TOOLS, f"{where}: unknown program {program!r} (OUTSIDE_TOOLS?)"
+
+
+def test_the_docs_show_commands() -> None:
+    """The extraction itself: a block the test could not read would pass silently."""
+    pages = {c.page for c in ALL_COMMANDS}
+    assert README in pages and len(pages) >= 4, sorted(p.name for p in pages)
+    scripts = {c.argv[1] for c in ALL_COMMANDS if c.argv[0].startswith("python") and len(c.argv) > 1}
+    assert {"build-locally.py", "scripts/build_all.py", "scripts/bump_version.py"} <= scripts
+
+
+def test_a_wrong_command_is_caught(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check can fail: an option a tool does not have, and a config that does not exist."""
+    with pytest.raises(pytest.fail.Exception, match="refuses the arguments"):
+        check_python(["scripts/build_all.py", "--no-such-option"], "doc:1", monkeypatch, capsys)
+    with pytest.raises(pytest.fail.Exception, match="unknown config"):
+        check_python(["build-locally.py", "linux_64_cuda99.9"], "doc:2", monkeypatch, capsys)
+    with pytest.raises(pytest.fail.Exception, match="refuses the arguments"):
+        check_python(["-m", "megabuild", "split", "stage", "--tree"], "doc:3", monkeypatch, capsys)
+
+
+# -- the README's promises ------------------------------------------------------------------------
+
+
+def test_readme_is_short_and_shows_the_two_commands() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines; details belong in docs/"
+    assert "python build-locally.py linux_64_cuda12.6" in lines
+    # .ci/run runs the README's test command (tests/test_ci_scripts.py checks it is this one)
+    assert "python -m pip install -q -r tests/requirements.txt && python -m pytest -q" in lines
+
+
+def test_readme_names_the_feedstock_maintainers() -> None:
+    meta = (ROOT / "recipe" / "meta.yaml").read_text(encoding="utf-8")
+    block = meta.split("recipe-maintainers:", 1)[1]
+    maintainers = re.findall(r"^\s+- (\S+)", block, flags=re.M)
+    readme = README.read_text(encoding="utf-8").split("## Feedstock maintainers", 1)[1]
+    assert maintainers and all(f"@{m}" in readme for m in maintainers), maintainers
+
+
+# -- links ----------------------------------------------------------------------------------------
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced blocks (a link-like string in a sample output is no link)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
+def _links(page: Path) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", _prose(page.read_text(encoding="utf-8")))
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6} (.+)$", _prose(page.read_text(encoding="utf-8")), flags=re.M)
+    return {slug(h) for h in headings}
+
+
+def test_every_doc_is_linked_from_the_readme() -> None:
+    linked = {(README.parent / target.split("#")[0]).resolve() for target in _links(README)}
+    assert DOCS, "docs/ has no documents"
+    missing = [d.name for d in DOCS if d.resolve() not in linked]
+    assert not missing, f"docs not linked from README.md: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_and_anchors_resolve(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists() or (anchor and file.suffix == ".md" and anchor not in anchors(file)):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_the_slug_is_githubs() -> None:
+    assert slug("Uploading local builds (CFEP-03): scripts/cfep03_bundle.py") == (
+        "uploading-local-builds-cfep-03-scriptscfep03_bundlepy"
+    )
+    assert slug("What `conda install pytorch` resolves to") == "what-conda-install-pytorch-resolves-to"
