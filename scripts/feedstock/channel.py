@@ -30,10 +30,11 @@ FREETHREADED_PYTHONS: tuple[str, ...] = ("3.14",)
 """...and their free-threaded builds (``python 3.14.* *_cp314t``, ``python_abi 3.14 *_cp314t``)."""
 
 
-def _abi_tags() -> list[tuple[str, str]]:
-    """(minor version, python_abi tag) of every Python the stand-in channel offers."""
+def _abi_tags(freethreaded: Iterable[str] = FREETHREADED_PYTHONS) -> list[tuple[str, str]]:
+    """(minor version, python_abi tag) of every Python the stand-in channel offers; the
+    free-threaded builds of the ``freethreaded`` minor versions."""
     gil = [(py, "cp" + py.replace(".", "")) for py in PYTHONS]
-    return gil + [(py, "cp" + py.replace(".", "") + "t") for py in FREETHREADED_PYTHONS]
+    return gil + [(py, "cp" + py.replace(".", "") + "t") for py in dict.fromkeys(freethreaded)]
 
 
 PLATFORM_VIRTUALS: dict[str, dict[str, str]] = {
@@ -131,9 +132,9 @@ def _build_from_glob(glob: str | None, number: int) -> str:
     return f"h0_{text}" if glob.startswith("*") else text
 
 
-def _python_records(subdir: str) -> list[dict[str, Any]]:
+def _python_records(freethreaded_versions: Iterable[str]) -> list[dict[str, Any]]:
     records = []
-    for py, tag in _abi_tags():
+    for py, tag in _abi_tags(freethreaded_versions):
         freethreaded = tag.endswith("t")
         records.append(
             {
@@ -207,13 +208,19 @@ def _explicit_names() -> frozenset[str]:
     return frozenset({"python", "python_abi", "nomkl", *BLAS_LIBS})
 
 
-def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[dict[str, Any]]:
+def stand_in_records(
+    records: Iterable[Mapping[str, Any]],
+    subdir: str,
+    freethreaded: Iterable[str] = FREETHREADED_PYTHONS,
+) -> list[dict[str, Any]]:
     """Stand-ins for every external package the given records (of one subdir) depend on.
 
     Rules, in order:
 
     * virtual packages (``__cuda``, ``__glibc``, ...) are never records;
-    * ``python`` 3.10-3.14 and 3.14t with ``python_abi`` (``X.Y`` / ``8_cpXY[t]``), always present;
+    * ``python`` 3.10-3.14 and the free-threaded builds of ``freethreaded`` (3.14t; the
+      end-to-end harness adds the free-threaded CPython it has) with ``python_abi``
+      (``X.Y`` / ``8_cpXY[t]``), always present;
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
@@ -224,7 +231,8 @@ def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[
     ours = {r["name"] for r in records}
     specs: dict[str, set[str]] = {}
     pending = [dep for r in records for dep in r.get("depends", [])]
-    out: list[dict[str, Any]] = [*_python_records(subdir), *_blas_records(subdir)]
+    freethreaded = tuple(freethreaded)
+    out: list[dict[str, Any]] = [*_python_records(freethreaded), *_blas_records(subdir)]
     pending += [dep for r in out for dep in r["depends"]]
     seen: set[str] = set()
     while pending:
@@ -245,7 +253,7 @@ def stand_in_records(records: Iterable[Mapping[str, Any]], subdir: str) -> list[
             if name == "cuda-version":
                 record = _cuda_version_record(".".join(version.split(".")[:2]))
             elif name in PER_PYTHON:
-                for py, tag in _abi_tags():
+                for py, tag in _abi_tags(freethreaded):
                     record = {
                         "name": name,
                         "version": version,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -66,6 +67,10 @@ PIP_PROVIDED: dict[str, str | None] = {
     "scikit-build-core": None,
 }  # fmt: skip
 ALWAYS_WITH_PYTHON = ("pip", "setuptools", "wheel", "numpy")
+# Host requirements PyPI has no wheel of for the free-threaded CPython the tests run (PyYAML 6.0.4
+# ships cp314t wheels, none for cp313t): listed as ignored in its host env. Nothing the fixture's
+# build runs with the host Python imports them (pip builds with --no-build-isolation).
+NO_FREETHREADED_WHEEL = frozenset({"pyyaml"})
 # The scikit-build-core conda-forge ships (conda-forge/scikit-build-core-feedstock, recipe of
 # 2026-07-12); upstream built the 2.14.1 wheels with 1.1.0, and PyPI's newest is 1.1.2.
 CONDA_FORGE_SKBUILD = "1.0.3"
@@ -101,7 +106,7 @@ class Step:
     ninja_ran: list[str] = field(default_factory=list)  # outputs with a new .ninja_log entry
     host: list[str] = field(default_factory=list)  # what the harness put into the host prefix
     ignored: list[str] = field(default_factory=list)  # host requirements it could not provide
-    python: str | None = None
+    python: str | None = None  # the host Python build: "3.12", "3.13t"
 
 
 @dataclass
@@ -117,7 +122,7 @@ class RunResult:
     steps: list[Step]
     notes: list[str]
     anomalies: list[str]
-    pythons: dict[str, CPython]  # "3.11" -> CPython
+    pythons: dict[str, CPython]  # "3.11" or "3.13t" (CPython.tag) -> CPython
     seconds: float
 
     def packages_named(self, name: str) -> list[Package]:
@@ -150,19 +155,49 @@ def find_config(name: str) -> Path:
     return sorted(matches, key=lambda config: config.path.name)[0].path
 
 
-def restrict_pythons(config: Path, available: Sequence[str], dest: Path) -> tuple[Path, list[str]]:
-    """Copy ``config`` with its ``python`` list cut to the minor versions available here."""
+def variant_python(value: object) -> str:
+    """The Python build a ``python`` variant value or spec names: ``3.12`` for ``3.12.* *_cpython``
+    (or ``3.12``), ``3.13t`` for the free-threaded ``3.13.* *_cp313t``."""
+    version, _, build = str(value).strip().partition(" ")
+    short = version.split(".*")[0]
+    return short + ("t" if build.strip().endswith("t") and not short.endswith("t") else "")
+
+
+def variant_value(python: str) -> str:
+    """The ``python`` variant value of a build: ``3.13.* *_cp313t`` for ``3.13t``."""
+    short = python.removesuffix("t")
+    return f"{short}.* *_cp{short.replace('.', '')}t" if python.endswith("t") else f"{short}.* *_cpython"
+
+
+def restrict_pythons(
+    config: Path, available: Sequence[str], dest: Path
+) -> tuple[Path, list[str], dict[str, str]]:
+    """Copy ``config`` with its ``python`` list cut to the Python builds available here (``3.12``,
+    ``3.13t``); returns the copy, its Pythons and the entries it retargeted.
+
+    The config's free-threaded entry (``3.14.* *_cp314t``) stands for the free-threaded build:
+    without that version here but with another free-threaded CPython, it is retargeted to that
+    one (``3.13.* *_cp313t``), keeping its place and its zip partners.
+    """
     data = yaml.safe_load(config.read_text())
-    values = data.get("python") or []
-    keep = [i for i, v in enumerate(values) if str(v).split(".*")[0].split()[0] in available]
+    values = [str(v) for v in data.get("python") or []]
+    tags = [variant_python(v) for v in values]
+    spare = [t for t in available if t.endswith("t") and t not in tags]
+    retargeted: dict[str, str] = {}
+    for i, tag in enumerate(tags):
+        if tag.endswith("t") and tag not in available and spare:
+            retargeted[tag] = tags[i] = spare.pop(0)
+            values[i] = variant_value(tags[i])
+    keep = [i for i, tag in enumerate(tags) if tag in available]
     if not keep:
         raise HarnessError(f"{config.name}: none of its Pythons {values} is available ({available})")
+    data["python"] = values
     group = next((g for g in data.get("zip_keys") or [] if "python" in g), ["python"])
     for key in group:
         if key in data and len(data[key]) == len(values):
             data[key] = [data[key][i] for i in keep]
     dest.write_text(yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
-    return dest, [str(values[i]).split(".*")[0] for i in keep]
+    return dest, [tags[i] for i in keep], retargeted
 
 
 def render(config: Path, recipe_dir: Path = RECIPE_DIR) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
@@ -219,8 +254,13 @@ def plan(outputs: Sequence[Any], megabuild: bool) -> tuple[list[Any], list[str],
     return built, anomalies, rewrites
 
 
-def _minor(out: Any) -> tuple[int, ...]:
-    return tuple(int(part) for part in str(out.variant.get("python")).split(".*")[0].split()[0].split("."))
+def _build_key(python: str) -> tuple[tuple[int, ...], bool]:
+    """Sort key of a Python build: ``3.13`` before ``3.13t`` before ``3.14``."""
+    return tuple(int(part) for part in python.removesuffix("t").split(".")), python.endswith("t")
+
+
+def _python(out: Any) -> str:
+    return variant_python(out.variant.get("python"))
 
 
 def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[Any]:
@@ -228,24 +268,21 @@ def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[A
 
     conda-build's order changes from run to run (it iterates a ``set`` of the variant's Python
     values), so the harness picks one: ``megabuild-last`` (default) builds the top level's Python
-    last, the order that costs most if its build is not kept; ``ascending``; or ``3.13,3.12``.
+    last, the order that costs most if its build is not kept (with a free-threaded build: GIL ->
+    ``t`` -> GIL, e.g. 3.13, 3.13t, 3.12); ``ascending``; or ``3.13t,3.13,3.12``.
     """
     pytorch = [o for o in outputs if o.name == "pytorch"]
-    top = tuple(int(part) for part in top_python.split("."))
     if order == "ascending":
-        ordered = sorted(pytorch, key=_minor)
+        ordered = sorted(pytorch, key=lambda o: _build_key(_python(o)))
     elif order == "megabuild-last":
-        ordered = sorted(pytorch, key=lambda o: (_minor(o) == top, _minor(o)))
+        ordered = sorted(pytorch, key=lambda o: (_python(o) == top_python, _build_key(_python(o))))
     else:
-        try:
-            wanted = [tuple(int(part) for part in v.split(".")) for v in order.split(",")]
-        except ValueError:
-            raise HarnessError(
-                f"python order {order!r}: expected megabuild-last, ascending or X.Y,X.Y,..."
-            ) from None
-        if sorted(wanted) != sorted(_minor(o) for o in pytorch):
+        wanted = order.split(",")
+        if not all(re.fullmatch(r"\d+\.\d+t?", v) for v in wanted):
+            raise HarnessError(f"python order {order!r}: expected megabuild-last, ascending or X.Y,X.Yt,...")
+        if sorted(wanted) != sorted(_python(o) for o in pytorch):
             raise HarnessError(f"python order {order!r} does not list exactly this run's Pythons")
-        ordered = sorted(pytorch, key=lambda o: wanted.index(_minor(o)))
+        ordered = sorted(pytorch, key=lambda o: wanted.index(_python(o)))
     queue = iter(ordered)
     return [next(queue) if o.name == "pytorch" else o for o in outputs]
 
@@ -294,7 +331,7 @@ def script_env(
     version: str,
     build_number: int,
     build_string: str,
-    py_ver: str,
+    python: str,
     variant: Mapping[str, str],
     extra_keys: Sequence[str],
     cpu_count: int,
@@ -302,7 +339,9 @@ def script_env(
     passed: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """conda-build's environment for one script, and nothing else from the caller but ``passed``
-    (what the recipe's ``script_env`` names)."""
+    (what the recipe's ``script_env`` names). ``python``: the host Python build, ``3.13`` or
+    ``3.13t``; ``PY_VER`` is ``3.13`` for both (conda-build's ``get_py_ver``), ``SP_DIR`` and
+    ``STDLIB_DIR`` are the build's own ``lib/python3.13t`` (conda-build globs them)."""
     env = base_env(work, cpu_count)
     env.update(passed or {})
     path = [str(prefix / "bin"), str(build_prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"]
@@ -317,10 +356,10 @@ def script_env(
             "PKG_VERSION": version,
             "PKG_BUILDNUM": str(build_number),
             "PKG_BUILD_STRING": build_string,
-            "PY_VER": py_ver,
+            "PY_VER": python.removesuffix("t"),
             "PYTHON": str(prefix / "bin" / "python"),
-            "SP_DIR": str(prefix / "lib" / f"python{py_ver}" / "site-packages"),
-            "STDLIB_DIR": str(prefix / "lib" / f"python{py_ver}"),
+            "SP_DIR": str(prefix / "lib" / f"python{python}" / "site-packages"),
+            "STDLIB_DIR": str(prefix / "lib" / f"python{python}"),
         }
     )
     for key in ("cuda_compiler_version", "blas_impl", "megabuild", "python", *extra_keys):
@@ -361,12 +400,13 @@ def _matches(spec: str, record: Mapping[str, Any]) -> bool:
 
 
 def _python_of(host: Sequence[str], variant: Mapping[str, str]) -> str | None:
+    """The Python build (``3.12``, ``3.13t``) a host env asks for, or None."""
     for spec in host:
-        name, version, _ = spec_parts(spec)
+        name, version, build = spec_parts(spec)
         if name == "python":
             if version not in (None, "*"):
-                return version.split(".*")[0]
-            return str(variant.get("python", "3.12")).split(".*")[0]
+                return variant_python(f"{version} {build or ''}")
+            return variant_python(variant.get("python", "3.12"))
     return None
 
 
@@ -457,20 +497,22 @@ class Runner:
         names = [spec_name(s) for s in host]
         if py is not None:
             cpython = pick_python(py, self.all_pythons)
-            if cpython.short != py:
-                self.notes.append(f"host python {py} not available; using {cpython.short}")
-                py = cpython.short
+            if cpython.tag != py:
+                self.notes.append(f"host python {py} not available; using {cpython.tag}")
+                py = cpython.tag
             wanted = [*ALWAYS_WITH_PYTHON]
-            for n in names:
+            for spec, n in zip(host, names, strict=True):
                 if n in PIP_PROVIDED:
                     pip_name = PIP_PROVIDED[n]
-                    if pip_name is None:
+                    if cpython.freethreaded and pip_name in NO_FREETHREADED_WHEEL:
+                        ignored.append(f"{spec} (no {cpython.tag} wheel on PyPI)")
+                    elif pip_name is None:
                         wanted += skbuild_packages(self.skbuild_version, cpython.version[:2])
                     else:
                         wanted.append(pip_name)
             pip_pkgs = list(dict.fromkeys(wanted))
             python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.cache / "pip")
-            provided += [f"python {cpython.short} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
+            provided += [f"python {cpython.tag} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
         else:
             empty_prefix(self.prefix)
         # Like conda-build's host solve: requested specs, then (transitively) the run
@@ -530,9 +572,11 @@ class Runner:
     def run(self) -> RunResult:
         t0 = time.monotonic()
         self.work.mkdir(parents=True, exist_ok=True)
-        available = [c.short for c in self.all_pythons]
-        config, pys = restrict_pythons(self.config_in, available, self.work / "config.yaml")
+        available = [c.tag for c in self.all_pythons]
+        config, pys, retargeted = restrict_pythons(self.config_in, available, self.work / "config.yaml")
         self.log(f"config {self.config_in.name}: Pythons {', '.join(pys)}")
+        for old, new in retargeted.items():
+            self.notes.append(f"the config's free-threaded Python {old} is built as {new} (the one here)")
         outputs, top, variant = render(config, self.recipe_dir)
         megabuild = str(variant.get("megabuild", "false")).lower() == "true"
         built, anomalies, rewrites = plan(outputs, megabuild)
@@ -550,7 +594,7 @@ class Runner:
         version = str((top.get("package") or {}).get("version") or (built[0].version if built else "0"))
         number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
         built = order_pythons(built, _python_of(top_host, variant) or "3.12", self.python_order)
-        order = ", ".join(".".join(map(str, _minor(o))) for o in built if o.name == "pytorch")
+        order = ", ".join(_python(o) for o in built if o.name == "pytorch")
         self.log(f"pytorch outputs in the order {order} ({self.python_order})")
         self._step(TOP_LEVEL, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
 
@@ -579,7 +623,7 @@ class Runner:
             steps=self.steps,
             notes=self.notes,
             anomalies=anomalies,
-            pythons={c.short: c for c in self.all_pythons if c.short in pys},
+            pythons={c.tag: c for c in self.all_pythons if c.tag in pys},
             seconds=time.monotonic() - t0,
         )
 
@@ -598,7 +642,6 @@ class Runner:
     ) -> None:
         t = time.monotonic()
         py, provided, ignored = self._host_prefix(host, variant)
-        py_ver = py or "3.12"
         env = script_env(
             work=self.work,
             src_dir=self.src_dir,
@@ -608,7 +651,7 @@ class Runner:
             version=version,
             build_number=number,
             build_string=build_string,
-            py_ver=py_ver,
+            python=py or "3.12",
             variant=variant,
             extra_keys=extra_keys,
             cpu_count=self.cpu_count,
@@ -668,7 +711,7 @@ class Runner:
     def _stand_ins(self, built: Sequence[Any], rewrites: Mapping[str, str]) -> None:
         """python/numpy per Python, libmagma(-devel), OpenBLAS behind the netlib names, and empty
         packages for every other dependency."""
-        from feedstock.channel import stand_in_records
+        from feedstock.channel import FREETHREADED_PYTHONS, stand_in_records
 
         stand_dir = self.work / "stand-ins"
         real: list[Package] = []
@@ -678,7 +721,8 @@ class Runner:
         real += list(self._magma())
         records = [p.record for p in self.packages.values()]
         real_keys = {(p.name, p.record.get("version")) for p in real}
-        for rec in stand_in_records(records, "linux-64"):
+        freethreaded = [*FREETHREADED_PYTHONS, *(c.short for c in self.all_pythons if c.freethreaded)]
+        for rec in stand_in_records(records, "linux-64", freethreaded):
             name = rec["name"]
             if name in ("python", "numpy", *MAGMA_NAMES):
                 continue  # real ones below

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.elf import dynamic_info
-from harness.prefix import copy_tree_files, snapshot
+from harness.prefix import copy_tree_files, pip_install_target, snapshot
 from harness.pythons import CPython, make_conda_like_prefix
 
 TIMESTAMP = 1_767_225_600_000
@@ -190,6 +190,11 @@ def python_tag(short: str) -> str:
     return "cp" + short.replace(".", "")
 
 
+def abi_tag(cpython: CPython) -> str:
+    """``cp313``, or ``cp313t`` for a free-threaded build (its ``python_abi`` build string's end)."""
+    return python_tag(cpython.short) + ("t" if cpython.freethreaded else "")
+
+
 def next_minor(short: str) -> str:
     major, minor = short.split(".")
     return f"{major}.{int(minor) + 1}"
@@ -203,9 +208,9 @@ def python_package(cpython: CPython, work: Path) -> Package:
     ``torch.utils.cpp_extension`` and inductor use to find headers) points into that env, as
     conda's relocation of python's has_prefix files does.
     """
-    root = work / f"python-{cpython.short}"
+    root = work / f"python-{cpython.tag}"
     make_conda_like_prefix(cpython, root, packages=())
-    stdlib = root / "lib" / f"python{cpython.short}"
+    stdlib = root / "lib" / cpython.dirname
     (stdlib / "site-packages").rmdir()
     placeholders: dict[str, str] = {}
     for link in stdlib.glob("_sysconfigdata_*.py"):
@@ -219,33 +224,32 @@ def python_package(cpython: CPython, work: Path) -> Package:
     record = {
         "name": "python",
         "version": ".".join(map(str, cpython.version)),
-        "build": "h0_cpython",
+        # conda-forge: ``*_cpython`` for the GIL build, ``*_cp314t`` for the free-threaded one
+        "build": f"h0_{abi_tag(cpython)}" if cpython.freethreaded else "h0_cpython",
         "build_number": 0,
-        "depends": [f"python_abi {cpython.short}.* *_{python_tag(cpython.short)}"],
+        "depends": [f"python_abi {cpython.short}.* *_{abi_tag(cpython)}"],
         "constrains": [],
         "subdir": "linux-64",
         "license": "Python-2.0",
     }
+    if cpython.freethreaded:
+        # as conda-forge's python-3.13.1-h9a34b6e_5_cp313t records it (conda's own test suite):
+        # the feature keeps a plain `python 3.13.*` request on the GIL build
+        record["track_features"] = "py_freethreading"
+        record["python_site_packages_path"] = f"lib/{cpython.dirname}/site-packages"
     return Package(record, root, files, placeholders=placeholders)
 
 
 def numpy_package(cpython: CPython, work: Path, cache_dir: Path | None = None) -> Package:
-    """The real numpy wheel for one Python, unpacked into ``lib/pythonX.Y/site-packages``."""
-    root = work / f"numpy-{cpython.short}"
+    """The real numpy wheel for one Python, unpacked into ``lib/pythonX.Y[t]/site-packages``."""
+    root = work / f"numpy-{cpython.tag}"
     if root.exists():
         shutil.rmtree(root)
-    sp = root / "lib" / f"python{cpython.short}" / "site-packages"
-    cmd = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-        "--target", str(sp), "--python-version", cpython.short, "--implementation", "cp",
-        "--only-binary=:all:", "--no-deps", "numpy",
-    ]  # fmt: skip
-    if cache_dir is not None:
-        cmd += ["--cache-dir", str(cache_dir)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    sp = root / "lib" / cpython.dirname / "site-packages"
+    pip_install_target(cpython.short, sp, ["numpy"], cache_dir, cpython.freethreaded)
     dist_info = next(sp.glob("numpy-*.dist-info"))
     version = dist_info.name[len("numpy-") : -len(".dist-info")]
-    tag = python_tag(cpython.short)
+    tag = abi_tag(cpython)
     record = {
         "name": "numpy",
         "version": version,

@@ -13,13 +13,20 @@ from harness.pythons import CPython, abi_args, find_cpythons, make_conda_like_pr
 
 
 def pick_python(version: str, pythons: Sequence[CPython] | None = None) -> CPython:
-    """The CPython ``X.Y`` here, or the closest available minor version."""
+    """The CPython ``X.Y`` (``X.Yt``: its free-threaded build) here, or the closest available
+    minor version of the same kind (of the other kind only when there is none)."""
     pythons = list(pythons) if pythons is not None else find_cpythons()
     if not pythons:
         raise RuntimeError("no CPython >= 3.10 found (see tests/support/pythons.py)")
-    major, minor = (int(p) for p in version.split(".")[:2])
+    freethreaded = version.endswith("t")
+    major, minor = (int(p) for p in version.removesuffix("t").split(".")[:2])
     return min(
-        pythons, key=lambda c: (abs(c.version[1] - minor) + 100 * abs(c.version[0] - major), c.version)
+        pythons,
+        key=lambda c: (
+            c.freethreaded != freethreaded,
+            abs(c.version[1] - minor) + 100 * abs(c.version[0] - major),
+            c.version,
+        ),
     )
 
 
