@@ -5,8 +5,14 @@ One module-scoped run (``tests/harness``) of a CUDA-like megabuild config: the r
 output's real script runs in a fresh conda-like host prefix, real ``.conda`` files are indexed
 into a local channel, and py-rattler solves and installs ``pytorch`` for each Python.
 
-Environment knobs: ``MEGABUILD_E2E_PYTHONS`` (comma-separated minor versions, default: 3.12 plus
-the newest other one), ``MEGABUILD_E2E_KEEP`` (keep the work dir there instead of a temp dir),
+With the free-threaded CPython (``.ci/provision-freethreaded-python.sh``) the megabuild also builds
+its ``pytorch`` (``python 3.13.* *_cp313t``, in the config's ``3.14.* *_cp314t`` place), between
+two GIL Pythons: 3.12 (top level) -> 3.13 -> 3.13t -> 3.12. Without it the free-threaded tests
+skip (fail under ``FEEDSTOCK_REQUIRE_FREETHREADED``) and the rest runs with the GIL Pythons.
+
+Environment knobs: ``MEGABUILD_E2E_PYTHONS`` (comma-separated Python builds, ``3.13t`` for the
+free-threaded one; default: 3.12, the newest other one and the free-threaded one),
+``MEGABUILD_E2E_KEEP`` (keep the work dir there instead of a temp dir),
 ``MEGABUILD_E2E_RECIPE_DIR`` (debugging only: run a patched copy of ``recipe/`` instead of the
 real one; the run says so loudly).
 """
@@ -23,11 +29,11 @@ from pathlib import Path
 
 import pytest
 from harness import channel, ninja
-from harness.conda_build import RunResult, find_config, run_config
+from harness.conda_build import RunResult, find_config, run_config, variant_value
 from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.python_files import foreign_python_files, python_of_abi
-from harness.pythons import CPython, find_cpythons
+from harness.pythons import CPython, find_cpythons, find_freethreaded
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 
 pytestmark = pytest.mark.slow
@@ -48,13 +54,34 @@ CORE_TARGETS = {
 
 
 def _pythons() -> list[CPython]:
-    found = {c.short: c for c in find_cpythons()}
+    found = {c.tag: c for c in find_cpythons()}
+    others = [v for v in found if v != "3.12"]
+    freethreaded = find_freethreaded()
+    if freethreaded is not None:
+        found[freethreaded.tag] = freethreaded
     wanted = os.environ.get("MEGABUILD_E2E_PYTHONS")
     if wanted:
         return [found[v] for v in wanted.split(",") if v in found]
-    others = [v for v in found if v != "3.12"]
     chosen = (["3.12"] if "3.12" in found else []) + others[-1:]
-    return [found[v] for v in chosen]
+    return [found[v] for v in chosen] + ([freethreaded] if freethreaded is not None else [])
+
+
+def _gil(run: RunResult) -> list[str]:
+    """The run's GIL Pythons, oldest first."""
+    return sorted(py for py in run.pythons if not py.endswith("t"))
+
+
+def _python_spec(python: str) -> str:
+    """What a user asks for: ``python 3.13.*``, or ``python 3.13.* *_cp313t`` for the free-threaded
+    build (a plain request gets the GIL build: conda-forge's free-threaded python tracks a feature)."""
+    return f"python {variant_value(python)}" if python.endswith("t") else f"python {python}.*"
+
+
+def _pytorch_of(run: RunResult, python: str) -> Package:
+    """The run's pytorch package for one Python build, by its ``python_abi`` (3.13t's build string
+    says py313 as 3.13's does)."""
+    (pkg,) = [p for p in run.packages_named("pytorch") if python_of_abi(p.record["depends"]) == python]
+    return pkg
 
 
 def _cuda_config() -> Path:
@@ -69,8 +96,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
     pytest.importorskip("rattler")
     pytest.importorskip("conda_package_handling")
     pythons = _pythons()
-    if len(pythons) < 2:
-        pytest.skip(f"needs two CPythons >= 3.10, found {[c.short for c in pythons]}")
+    if len([c for c in pythons if not c.freethreaded]) < 2:
+        pytest.skip(f"needs two CPythons >= 3.10, found {[c.tag for c in pythons]}")
     keep = os.environ.get("MEGABUILD_E2E_KEEP")
     work = Path(keep) if keep else tmp_path_factory.mktemp("e2e")
     extra = {}
@@ -114,7 +141,7 @@ def test_packages_produced(run: RunResult) -> None:
     assert len(run.packages_named("libtorch")) == 1, names
     pytorch = run.packages_named("pytorch")
     assert sorted(p.record["build"].split("_")[2] for p in pytorch) == sorted(
-        "py" + v.replace(".", "") for v in run.pythons
+        "py" + v.removesuffix("t").replace(".", "") for v in run.pythons
     ), names
     assert len(run.packages_named("pytorch-gpu")) == 1, names
     assert len(run.packages) == 2 + 1 + len(run.pythons) + 1, names
@@ -345,7 +372,7 @@ def test_extra_pythons_pack_only_python_dependent_files(run: RunResult) -> None:
 # ------------------------------------------------------------------------------------------------
 
 IMPORT_CHECK = (
-    "import json, os, sysconfig, torch\n"
+    "import json, os, sys, sysconfig, torch\n"
     "def loaded():\n"
     "    maps = {line.split()[-1] for line in open('/proc/self/maps') if len(line.split()) >= 6}\n"
     "    return sorted(os.path.basename(m) for m in maps)\n"
@@ -359,6 +386,8 @@ IMPORT_CHECK = (
     "  'numpy': torch.ones_numpy(2).tolist(), 'py': torch._C._compiled_python(),\n"
     "  'mkldnn': torch.backends.mkldnn.is_available(), 'config': torch.__config__.show(),\n"
     "  'zdotu': [dot.real, dot.imag],\n"
+    "  'gil_disabled_build': bool(sysconfig.get_config_var('Py_GIL_DISABLED')),\n"
+    "  'gil_enabled': sys._is_gil_enabled() if hasattr(sys, '_is_gil_enabled') else True,\n"
     "  'sysconfig_prefix': sysconfig.get_config_var('prefix'),\n"
     "  'sysconfig_includepy': sysconfig.get_config_var('INCLUDEPY'),\n"
     "  'sysconfig_include': sysconfig.get_paths()['include']}))\n"
@@ -385,7 +414,7 @@ def _install(run: RunResult, specs: list[str], name: str) -> tuple[Path, dict[st
 
 @pytest.mark.parametrize("index", [0, 1])
 def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
-    py = sorted(run.pythons)[index]
+    py = _gil(run)[index]
     prefix, solved, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
     print(f"\npython {py}: {json.dumps(solved, sort_keys=True)}\n{info}")
     assert info["version"] == "2.14.1" and info["py"].startswith(py)
@@ -407,7 +436,7 @@ def test_installed_pytorch_has_mkldnn(run: RunResult) -> None:
     """oneDNN is found in the source tree (third_party/ideep) although conda-forge's activation
     restricts CMake's include/library lookups to CMAKE_FIND_ROOT_PATH: build.sh adds $SRC_DIR
     to every find root, nvcc's second entry (the one CMake uses) included."""
-    py = sorted(run.pythons)[-1]
+    py = _gil(run)[-1]
     _, _, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
     print(f"\n{info['config']}")
     assert info["mkldnn"] is True, "USE_MKLDNN went OFF:\n" + _configure_lines(run, "MKLDNN")
@@ -430,7 +459,7 @@ def test_generic_blas_is_the_switchable_netlib_interface(run: RunResult) -> None
     print(f"\nlibtorch_cpu DT_NEEDED: {needed}")
     assert {"libblas.so.3", "libcblas.so.3", "liblapack.so.3"} <= set(needed), needed
     assert not [n for n in needed if "openblas" in n], needed
-    py = sorted(run.pythons)[0]
+    py = _gil(run)[0]
     _, solved, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
     assert "BLAS_INFO=generic" in info["config"] and "LAPACK_INFO=generic" in info["config"], info["config"]
     assert "BLAS_USE_CBLAS_DOT=ON" in info["config"], info["config"]
@@ -442,7 +471,7 @@ def test_generic_blas_is_the_switchable_netlib_interface(run: RunResult) -> None
 def test_installed_python_sysconfig_points_into_the_env(run: RunResult) -> None:
     """conda relocates python's _sysconfigdata at install: headers (cpp_extension, inductor's C++
     JIT) are looked up in the env, not where the interpreter was built."""
-    py = sorted(run.pythons)[0]
+    py = _gil(run)[0]
     prefix, _, info = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
     for key in ("sysconfig_prefix", "sysconfig_includepy", "sysconfig_include"):
         assert Path(info[key]).is_relative_to(prefix), (key, info[key], prefix)
@@ -450,7 +479,7 @@ def test_installed_python_sysconfig_points_into_the_env(run: RunResult) -> None:
 
 
 def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:
-    py = sorted(run.pythons)[0]
+    py = _gil(run)[0]
     specs = ["pytorch", f"python {py}.*", "libtorch-cuda-linalg * *nomagma*"]
     prefix, solved, info = _install(run, specs, "nomagma")
     print(f"\nnomagma: {json.dumps(solved, sort_keys=True)}\n{info}")
@@ -463,13 +492,85 @@ def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:
 
 
 def test_metapackage_installs_for_every_python(run: RunResult) -> None:
+    """pytorch-gpu gets each Python's own pytorch build (the free-threaded one too)."""
     for py in run.pythons:
         solved = channel.dists(
-            channel.solve(run.channel, ["pytorch-gpu", f"python {py}.*"], {"__cuda": "12.6"})
+            channel.solve(run.channel, ["pytorch-gpu", _python_spec(py)], {"__cuda": "12.6"})
         )
-        assert f"_py{py.replace('.', '')}_" in solved["pytorch"], solved
+        pkg = _pytorch_of(run, py)
+        assert solved["pytorch"] == f"{pkg.record['version']}-{pkg.record['build']}", (py, solved)
 
 
 def test_cpu_machine_gets_no_cuda_pytorch(run: RunResult) -> None:
     with pytest.raises(Exception, match=r"(?i)cuda|cannot|unsat|no candidates|nothing provides"):
         channel.solve(run.channel, ["pytorch-gpu"], {})
+
+
+# ------------------------------------------------------------------------------------------------
+# the free-threaded Python (3.13t here, 3.14t in the configs)
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def freethreaded(run: RunResult, freethreaded_python: CPython) -> str:
+    """The free-threaded build's name in this run (``3.13t``); skips without the interpreter."""
+    assert freethreaded_python.tag in run.pythons, (freethreaded_python.tag, sorted(run.pythons))
+    return freethreaded_python.tag
+
+
+def test_freethreaded_output_is_built_between_gil_pythons(run: RunResult, freethreaded: str) -> None:
+    """GIL -> t -> GIL through build.sh: the top level (3.12), a GIL output, the free-threaded
+    one, a GIL one; the free-threaded step ran in its own host env (lib/python3.13t, PY_VER 3.13)."""
+    order = [s.python for s in run.steps if s.name == "pytorch"]
+    print(f"\npytorch outputs built in the order {order}")
+    at = order.index(freethreaded)
+    assert 0 < at < len(order) - 1, order
+    assert not order[at - 1].endswith("t") and not order[at + 1].endswith("t"), order
+    log = run.step("pytorch", freethreaded).log.read_text(errors="replace")
+    assert f"/lib/python{freethreaded}/site-packages/scikit_build_core" in log, log[-2000:]
+    short = re.escape(freethreaded.removesuffix("t"))
+    assert re.search(rf"^swap-python: swapped Python 3\.12\.\d+ -> {short}\.\d+t ", log, re.M), log[:3000]
+    assert f"build state: the saved build is Python 3.12's; {freethreaded} builds" in log, log[:3000]
+
+
+def test_freethreaded_package_is_its_own_build(run: RunResult, freethreaded: str) -> None:
+    pkg = _pytorch_of(run, freethreaded)
+    nodot = freethreaded.replace(".", "")
+    print(f"\n{pkg.dist}: {[d for d in pkg.record['depends'] if d.startswith('python')]}")
+    assert f"python_abi {freethreaded.removesuffix('t')}.* *_cp{nodot}" in pkg.record["depends"]
+    assert [f for f in pkg.files if f"/torch/_C.cpython-{nodot}-" in f], pkg.files
+    assert all(
+        not f.startswith("lib/python") or f.startswith(f"lib/python{freethreaded}/") for f in pkg.files
+    )
+
+
+def test_freethreaded_pytorch_installs_and_imports_with_the_gil_off(
+    run: RunResult, freethreaded: str
+) -> None:
+    """py-rattler solves ``python 3.13.* *_cp313t`` + pytorch to the cp313t build; ``import torch``
+    (and everything IMPORT_CHECK does) leaves the GIL off (_C declares Py_MOD_GIL_NOT_USED)."""
+    prefix, solved, info = _install(run, ["pytorch", _python_spec(freethreaded)], f"py{freethreaded}")
+    pkg = _pytorch_of(run, freethreaded)
+    print(f"\npython {freethreaded}: {json.dumps(solved, sort_keys=True)}\n{info['py']} {info['file']}")
+    assert solved["pytorch"] == f"{pkg.record['version']}-{pkg.record['build']}", solved
+    assert solved["python_abi"].endswith(f"_cp{freethreaded.replace('.', '')}"), solved
+    assert info["gil_disabled_build"] is True
+    assert info["gil_enabled"] is False, "importing torch turned the GIL back on"
+    assert info["sum"] == 6.0 and info["numpy"] == [1.0, 1.0]
+    assert info["py"].startswith(freethreaded.removesuffix("t"))
+    assert Path(info["file"]).is_relative_to(prefix / "lib" / f"python{freethreaded}")
+
+
+def test_a_gil_env_never_gets_the_freethreaded_build(run: RunResult, freethreaded: str) -> None:
+    """A plain ``python 3.13.*`` request gets the GIL python and its pytorch, though the free-threaded
+    python here is the newer patch release; a GIL python cannot take the cp313t build at all."""
+    short = freethreaded.removesuffix("t")
+    ft = _pytorch_of(run, freethreaded)
+    for py in _gil(run):
+        solved = channel.dists(channel.solve(run.channel, ["pytorch", f"python {py}.*"], {"__cuda": "12.6"}))
+        assert solved["pytorch"] == "{version}-{build}".format(**_pytorch_of(run, py).record), (py, solved)
+        assert not solved["python_abi"].endswith("t"), (py, solved)
+    if short in run.pythons:
+        exact = f"pytorch =={ft.record['version']} {ft.record['build']}"
+        with pytest.raises(Exception, match=r"(?i)cannot|unsat|no candidates|nothing provides|conflict"):
+            channel.solve(run.channel, [exact, f"python {short}.* *_cpython"], {"__cuda": "12.6"})
