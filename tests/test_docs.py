@@ -5,8 +5,9 @@ A command is a line of a ``bash`` or ``sh`` block, or a ``$ `` line of a ``conso
 without running builds: the program is one this feedstock ships (its script exists and its own
 argument parser accepts the arguments, config names resolve to ``.ci_support`` configs), a test
 path pytest is given exists, a requirements file pip is given exists, or the program is one of
-the few outside tools the docs name (conda, docker, anaconda). docs/notes/ holds the helpers'
-drafts until they are folded in and is not checked.
+the few outside tools the docs name (conda, docker, anaconda). Every repository path the prose
+names in backticks (``scripts/...``, ``recipe/...``, ``tests/...``, ``docs/...``)
+exists, so a moved script or package leaves no stale path behind.
 """
 
 from __future__ import annotations
@@ -316,6 +317,35 @@ def test_every_doc_is_linked_from_the_readme() -> None:
     assert DOCS, "docs/ has no documents"
     missing = [d.name for d in DOCS if d.resolve() not in linked]
     assert not missing, f"docs not linked from README.md: {missing}"
+
+
+# A path into the repository in the prose: a backticked span that starts with one of its dirs.
+REPO_PATH = re.compile(r"`((?:scripts|recipe|tests|docs)/[^`\s]*)`")
+
+
+def stale_paths(page: Path) -> list[str]:
+    """Repository paths named in the prose that do not exist (globs must match something)."""
+    stale = []
+    for span in REPO_PATH.findall(_prose(page.read_text(encoding="utf-8"))):
+        path, _, node = span.partition("::")
+        matches = [m for m in ROOT.glob(path)] if any(c in path for c in "*?[") else [ROOT / path]
+        found = [m for m in matches if m.exists()]
+        test = node.split("[")[0].split("::")[-1]
+        if not found or (node and f"def {test}(" not in found[0].read_text(encoding="utf-8")):
+            stale.append(span)
+    return stale
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_paths_the_docs_name_exist(page: Path) -> None:
+    stale = stale_paths(page)
+    assert not stale, f"{page.relative_to(ROOT)}: no such path in the repository: {stale}"
+
+
+def test_a_stale_path_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("`recipe/megabuild/build/steps.py`, `scripts/run_cross_checks.py`, `recipe/meta.yaml`")
+    assert stale_paths(page) == ["recipe/megabuild/build/steps.py", "scripts/run_cross_checks.py"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
