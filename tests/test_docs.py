@@ -282,6 +282,22 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
     assert "python -m pip install -q -r tests/requirements.txt && python -m pytest -q" in lines
 
 
+def test_readme_counts_the_jobs_of_each_platform() -> None:
+    """The platform table's "after" column is the number of .ci_support configs per platform."""
+    rows = re.findall(
+        r"^\| ([a-z]+-[a-z0-9]+)[^|]*\|.*?(\d+) → (\d+)[^|]*\|$", README.read_text("utf-8"), re.M
+    )
+    shown = {platform: int(after) for platform, _before, after in rows}
+    assert len(shown) == 5, shown  # every platform has its row
+    configs = [p.stem for p in (ROOT / ".ci_support").glob("*.yaml")]
+    counted = {
+        platform: sum(c.startswith(platform.replace("-", "_") + "_") for c in configs) for platform in shown
+    }
+    assert shown and shown == counted, (shown, counted)
+    total = re.search(r"^\| all \|.*?(\d+) → (\d+) \|$", README.read_text("utf-8"), re.M)
+    assert total and int(total.group(2)) == len(configs)
+
+
 def test_readme_names_the_feedstock_maintainers() -> None:
     meta = (ROOT / "recipe" / "meta.yaml").read_text(encoding="utf-8")
     block = meta.split("recipe-maintainers:", 1)[1]
