@@ -43,7 +43,7 @@ PROG = "build-locally"
 # Free disk space a config needs under build_artifacts/ (the conda-bld root,
 # package cache and host/build/test envs all live there; the docker image,
 # ~5 GB, lives in docker's own storage). Estimates, see docs/local-builds.md
-# ("Why local builds"): a CPU megabuild is one build tree (~15 GB) plus 5 Python builds,
+# ("Why local builds"): a CPU megabuild is one build tree (~15 GB) plus 6 Python builds,
 # per-output envs and packages; a CUDA build tree holds device code for every
 # architecture, and each output's host env carries a CUDA toolkit.
 DISK_NEEDED_GB = {"cpu": 60, "cuda": 150}

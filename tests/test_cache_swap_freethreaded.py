@@ -1,6 +1,6 @@
 """swap-python with a free-threaded (``t``) Python: GIL -> free-threaded -> GIL, in string mode.
 
-The free-threaded names (measured on CPython 3.13.5t, see docs/notes/free-threading.md):
+The free-threaded names (measured on CPython 3.13.5t, see docs/architecture.md):
 ``python3.13t`` (interpreter, ``include/``, ``lib/``), ``libpython3.13t.so``,
 ``config-3.13t-<triplet>``, SOABI ``cpython-313t-<triplet>`` (``cp313t-win_amd64`` on
 Windows, ``cpython-313t-darwin`` on macOS) and FindPython's ABIFLAGS field ``t``.

@@ -5,8 +5,9 @@ A command is a line of a ``bash`` or ``sh`` block, or a ``$ `` line of a ``conso
 without running builds: the program is one this feedstock ships (its script exists and its own
 argument parser accepts the arguments, config names resolve to ``.ci_support`` configs), a test
 path pytest is given exists, a requirements file pip is given exists, or the program is one of
-the few outside tools the docs name (conda, docker, anaconda). docs/notes/ holds the helpers'
-drafts until they are folded in and is not checked.
+the few outside tools the docs name (conda, docker, anaconda). Every repository path the prose
+names in backticks (``scripts/...``, ``recipe/...``, ``tests/...``, ``docs/...``)
+exists, so a moved script or package leaves no stale path behind.
 """
 
 from __future__ import annotations
@@ -281,6 +282,22 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
     assert "python -m pip install -q -r tests/requirements.txt && python -m pytest -q" in lines
 
 
+def test_readme_counts_the_jobs_of_each_platform() -> None:
+    """The platform table's "after" column is the number of .ci_support configs per platform."""
+    rows = re.findall(
+        r"^\| ([a-z]+-[a-z0-9]+)[^|]*\|.*?(\d+) → (\d+)[^|]*\|$", README.read_text("utf-8"), re.M
+    )
+    shown = {platform: int(after) for platform, _before, after in rows}
+    assert len(shown) == 5, shown  # every platform has its row
+    configs = [p.stem for p in (ROOT / ".ci_support").glob("*.yaml")]
+    counted = {
+        platform: sum(c.startswith(platform.replace("-", "_") + "_") for c in configs) for platform in shown
+    }
+    assert shown and shown == counted, (shown, counted)
+    total = re.search(r"^\| all \|.*?(\d+) → (\d+) \|$", README.read_text("utf-8"), re.M)
+    assert total and int(total.group(2)) == len(configs)
+
+
 def test_readme_names_the_feedstock_maintainers() -> None:
     meta = (ROOT / "recipe" / "meta.yaml").read_text(encoding="utf-8")
     block = meta.split("recipe-maintainers:", 1)[1]
@@ -316,6 +333,35 @@ def test_every_doc_is_linked_from_the_readme() -> None:
     assert DOCS, "docs/ has no documents"
     missing = [d.name for d in DOCS if d.resolve() not in linked]
     assert not missing, f"docs not linked from README.md: {missing}"
+
+
+# A path into the repository in the prose: a backticked span that starts with one of its dirs.
+REPO_PATH = re.compile(r"`((?:scripts|recipe|tests|docs)/[^`\s]*)`")
+
+
+def stale_paths(page: Path) -> list[str]:
+    """Repository paths named in the prose that do not exist (globs must match something)."""
+    stale = []
+    for span in REPO_PATH.findall(_prose(page.read_text(encoding="utf-8"))):
+        path, _, node = span.partition("::")
+        matches = [m for m in ROOT.glob(path)] if any(c in path for c in "*?[") else [ROOT / path]
+        found = [m for m in matches if m.exists()]
+        test = node.split("[")[0].split("::")[-1]
+        if not found or (node and f"def {test}(" not in found[0].read_text(encoding="utf-8")):
+            stale.append(span)
+    return stale
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_paths_the_docs_name_exist(page: Path) -> None:
+    stale = stale_paths(page)
+    assert not stale, f"{page.relative_to(ROOT)}: no such path in the repository: {stale}"
+
+
+def test_a_stale_path_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("`recipe/megabuild/build/steps.py`, `scripts/run_cross_checks.py`, `recipe/meta.yaml`")
+    assert stale_paths(page) == ["recipe/megabuild/build/steps.py", "scripts/run_cross_checks.py"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

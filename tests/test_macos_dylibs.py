@@ -145,7 +145,7 @@ def test_every_dependency_resolves_in_the_split_prefix(
     assert unresolved(wheel_macho, prefix, sp_dir) == []
     # Were it the path an image was loaded by, libtorch_cpu loaded through its link in
     # site-packages (libtorch_python's @loader_path/libtorch_cpu.dylib) would look for the
-    # dropped torch/lib/libomp.dylib: the one open question only a Mac answers (docs/notes/macos.md)
+    # dropped torch/lib/libomp.dylib: the one open question only a Mac answers (docs/testing.md)
     assert unresolved(wheel_macho, prefix, sp_dir, real=False) == [
         "lib/python3.12/site-packages/torch/lib/libtorch_cpu.dylib: @loader_path/libomp.dylib"
     ]

@@ -64,6 +64,8 @@ def _feedstock_with_bad_config(root: Path) -> Path:
 
 
 S = SCRIPTS
+BENCH = SCRIPTS / "bench"
+CROSS = SCRIPTS / "cross_checks"
 BAD = "@bad@"  # replaced by the malformed-input directory at run time
 MISSING = "/nonexistent/feedstock-test-input"
 
@@ -117,22 +119,22 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
         S / "bump_version.py", ("99.0.0", "--offline", "--feedstock", MISSING)
     ),
     # bench_cache.py
-    "bench_cache-missing-cache": Case(S / "bench_cache.py", (MISSING,)),
-    "bench_cache-malformed-cache": Case(S / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),
-    "bench_cache-bad-repeat": Case(S / "bench_cache.py", ("--repeat", "many")),
-    "bench_cache-zero-repeat": Case(S / "bench_cache.py", ("--repeat", "0")),
+    "bench_cache-missing-cache": Case(BENCH / "bench_cache.py", (MISSING,)),
+    "bench_cache-malformed-cache": Case(BENCH / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),
+    "bench_cache-bad-repeat": Case(BENCH / "bench_cache.py", ("--repeat", "many")),
+    "bench_cache-zero-repeat": Case(BENCH / "bench_cache.py", ("--repeat", "0")),
     # bench_extra_python.py
-    "bench_extra_python-unknown-python": Case(S / "bench_extra_python.py", ("--pythons", "2.7,2.8")),
+    "bench_extra_python-unknown-python": Case(BENCH / "bench_extra_python.py", ("--pythons", "2.7,2.8")),
     # demo_megabuild.py
-    "demo_megabuild-unknown-python": Case(S / "demo_megabuild.py", ("--pythons", "2.7")),
-    "demo_megabuild-unknown-config": Case(S / "demo_megabuild.py", ("--config", "nosuch")),
+    "demo_megabuild-unknown-python": Case(BENCH / "demo_megabuild.py", ("--pythons", "2.7")),
+    "demo_megabuild-unknown-config": Case(BENCH / "demo_megabuild.py", ("--config", "nosuch")),
     # run_cross_checks.py and the lint step it runs in its environment
-    "run_cross_checks-missing-sources": Case(S / "run_cross_checks.py", ("--sources", MISSING)),
-    "run_cross_checks-empty-sources": Case(S / "run_cross_checks.py", ("--sources", f"{BAD}/empty")),
-    "run_cross_checks-unknown-source": Case(S / "run_cross_checks.py", ("--ref", "nosuch=1.0")),
-    "run_cross_checks-ref-not-a-version": Case(S / "run_cross_checks.py", ("--ref", "conda=main")),
-    "run_cross_checks-missing-python": Case(S / "run_cross_checks.py", ("--python", MISSING)),
-    "smithy_lint-missing-pinning": Case(S / "cross_checks" / "smithy_lint.py", ("--pinning", MISSING)),
+    "run_cross_checks-missing-sources": Case(CROSS / "run_cross_checks.py", ("--sources", MISSING)),
+    "run_cross_checks-empty-sources": Case(CROSS / "run_cross_checks.py", ("--sources", f"{BAD}/empty")),
+    "run_cross_checks-unknown-source": Case(CROSS / "run_cross_checks.py", ("--ref", "nosuch=1.0")),
+    "run_cross_checks-ref-not-a-version": Case(CROSS / "run_cross_checks.py", ("--ref", "conda=main")),
+    "run_cross_checks-missing-python": Case(CROSS / "run_cross_checks.py", ("--python", MISSING)),
+    "smithy_lint-missing-pinning": Case(CROSS / "smithy_lint.py", ("--pinning", MISSING)),
     # build-locally.py and build_all.py (converted on branch issue11)
     "build-locally-unknown-config": Case(REPO / "build-locally.py", ("nosuch",)),
     "build-locally-bad-flag": Case(REPO / "build-locally.py", ("--no-such-flag",)),

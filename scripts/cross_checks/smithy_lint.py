@@ -3,7 +3,7 @@
 
     python scripts/cross_checks/smithy_lint.py --pinning PINNING_RECIPE_DIR [RECIPE_DIR]
 
-Runs with the Python of the cross-check environment (``scripts/run_cross_checks.py`` builds it
+Runs with the Python of the cross-check environment (``run_cross_checks.py`` beside it builds it
 and calls this), where conda-smithy is installed. It calls ``conda_smithy.lint_recipe.main``,
 the function behind ``conda smithy lint --conda-forge``, and prints its lints and hints the way
 that command does. The command exits 0 when there are only hints; this one exits 1 on any.
@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
+from cross_checks.run_cross_checks import github_resolves
 from feedstock.errors import FeedstockError, UsageError, run_main
 from feedstock.paths import RECIPE
-from run_cross_checks import github_resolves
 
 
 def _attribute(module: Any, name: str) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from feedstock.configs import Config
 from feedstock.errors import UsageError
 
-# Hours on a 16-core machine (README: a CUDA config takes 8 to 12 hours). The top-level build
+# Hours on a 16-core machine (docs/local-builds.md: a CUDA config takes 8 to 12 hours). The top-level build
 # dominates; each further Python rebuilds only the Python-dependent targets.
 BASE_HOURS = {"cpu": 2.0, "cuda": 9.0}
 PER_PYTHON_HOURS = {"cpu": 0.25, "cuda": 0.5}

@@ -13,7 +13,7 @@
 * files new in ``$PREFIX`` after an output's script are that output's package (a real ``.conda``).
 
 The scripts are the real ``recipe/*.sh`` and helpers, unchanged; ``RECIPE_DIR`` is the real
-``recipe/``. :func:`run_config` returns everything the tests and ``scripts/demo_megabuild.py`` report.
+``recipe/``. :func:`run_config` returns everything the tests and ``scripts/bench/demo_megabuild.py`` report.
 """
 
 from __future__ import annotations

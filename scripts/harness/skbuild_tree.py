@@ -2,7 +2,7 @@
 
 As conda-build does for the pytorch outputs: the host env is recreated at the SAME prefix for each
 Python, each time with its own scikit-build-core under ``lib/python3.X/site-packages``. Used by
-``tests/test_skbuild_megabuild.py`` (the cache-clearing trap) and ``scripts/bench_extra_python.py``
+``tests/test_skbuild_megabuild.py`` (the cache-clearing trap) and ``scripts/bench/bench_extra_python.py``
 (what one more Python costs).
 """
 

@@ -1,8 +1,9 @@
 """Cross-checks against the real conda-build and conda-smithy.
 
-Locally those tools are usually absent and the cross-checks skip. ``scripts/run_cross_checks.py``,
-which installs them, sets ``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1``: a cross-check that would skip fails
-instead, so that command cannot pass by skipping everything it exists to run.
+Locally those tools are usually absent and the cross-checks skip.
+``scripts/cross_checks/run_cross_checks.py``, which installs them, sets
+``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1``: a cross-check that would skip fails instead, so that command
+cannot pass by skipping everything it exists to run.
 """
 
 from __future__ import annotations

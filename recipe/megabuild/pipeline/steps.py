@@ -99,7 +99,7 @@ class RealBuild:
         return self.opts.build_dir / "magma-linalg"
 
     def magma_relink(self, _step: Step) -> None:
-        """The linalg library again from its own objects with MAGMA, and one link (README)."""
+        """The linalg library again from its own objects with MAGMA, and one link (docs/architecture.md)."""
         opts = self.opts
         if opts.magma_home is None:
             raise MegabuildError("MAGMA_HOME is not set: the magma variant links $MAGMA_HOME/lib/libmagma")
@@ -122,7 +122,7 @@ class RealBuild:
 
     def save_build_state(self, _step: Step) -> None:
         # conda-build orders the pytorch outputs differently from run to run; keeping this build
-        # lets the top level's Python skip its compiles wherever its output comes (README).
+        # lets the top level's Python skip its compiles wherever its output comes (docs/architecture.md).
         opts = self.opts
         state = snapshot.save(opts.build_dir, opts.build_state, opts.megabuild_python)
         print(snapshot.save_report(state, opts.build_state), flush=True)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Cross-check the feedstock against the real conda-build and conda-smithy, in an environment of its own.
 
-    python scripts/run_cross_checks.py                      # sources from GitHub
-    python scripts/run_cross_checks.py --sources DIR        # no network to GitHub: local sources
-    python scripts/run_cross_checks.py --sources DIR --ref rattler-build-conda-compat=v1.4.10
+    python scripts/cross_checks/run_cross_checks.py                      # sources from GitHub
+    python scripts/cross_checks/run_cross_checks.py --sources DIR        # no network to GitHub: local sources
+    python scripts/cross_checks/run_cross_checks.py --sources DIR --ref rattler-build-conda-compat=v1.4.10
 
 Builds a virtual environment in a temporary directory (``--workdir`` keeps it), installs conda,
 conda-build and conda-smithy (built from their sources with ``--no-deps``: PyPI has none of them
@@ -40,6 +40,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import FeedstockError, UsageError, capped, run_main
 from feedstock.paths import REPO, SCRIPTS, TESTS

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What one more Python costs in the scikit-build-core megabuild, on the fixture (prints numbers).
 
-Usage: python scripts/bench_extra_python.py [--skbuild VERSION] [--pythons A,B] [--keep DIR] [--unpatched]
+Usage: python scripts/bench/bench_extra_python.py [--skbuild VERSION] [--pythons A,B] [--keep DIR]
+                                                  [--unpatched]
 
 The fixture (tests/fixture/minitorch) is built for Python A by the real scikit-build-core in a
 conda-like host env; then the host env is recreated at the same prefix for Python B with its own
@@ -25,6 +26,8 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import UsageError, run_main
 from feedstock.paths import RECIPE

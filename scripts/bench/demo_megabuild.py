@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the end-to-end megabuild of the miniature PyTorch-shaped fixture and print what it produced.
 
-    python scripts/demo_megabuild.py [--config linux_64_cuda12.6] [--pythons 3.11,3.12] [--keep DIR]
+    python scripts/bench/demo_megabuild.py [--config linux_64_cuda12.6] [--pythons 3.11,3.12] [--keep DIR]
 
 The real recipe scripts (``recipe/build.sh``, ``recipe/install_*.sh``, the ``megabuild`` helpers)
 build ``tests/fixture/minitorch`` with the CMake, Ninja and compilers on PATH and the CPythons found
@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import UsageError, run_main
 from harness import channel, ninja

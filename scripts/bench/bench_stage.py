@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark ``megabuild split stage`` + ``install`` on a tree of the wheel's size.
 
-Run: ``python tests/bench/bench_stage.py [--dir DIR] [--keep]``
+Run: ``python scripts/bench/bench_stage.py [--dir DIR] [--keep]``
 
 Lays out the torch 2.14.1 linux-64 CUDA 13.0 wheel's files (tests/data listing:
 ~12k files, ~1.1 GB) with real bytes written (not sparse) where the top level's
@@ -23,16 +23,18 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "recipe"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
-from megabuild.split.fsmove import COPY_LIMIT, human  # noqa: E402
-from megabuild.split.install import plan_install  # noqa: E402
-from megabuild.split.spec import load_spec  # noqa: E402
-from megabuild.split.stage import plan_stage  # noqa: E402
+from feedstock.paths import RECIPE, TESTS
 
-LISTING = REPO / "tests/data/torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"
+sys.path.insert(0, str(RECIPE))  # megabuild lives in recipe/ (all conda-build sees)
+
+from megabuild.split.fsmove import COPY_LIMIT, human
+from megabuild.split.install import plan_install
+from megabuild.split.spec import load_spec
+from megabuild.split.stage import plan_stage
+
+LISTING = TESTS / "data/torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"
 BLOCK = bytes(range(256)) * 4096  # 1 MiB of non-zero data
 
 

@@ -1,6 +1,6 @@
 """Time parse, swap-python (string mode) and write of a PyTorch-sized CMakeCache.txt.
 
-Usage: python scripts/bench_cache.py [CACHE] [--repeat N]
+Usage: python scripts/bench/bench_cache.py [CACHE] [--repeat N]
 
 Uses the real PyTorch 2.6 cache from <repo>/../shared/data/pytorch-cmakecache/ when
 present (or CACHE), else synthesises one with several thousand entries. Prints the
@@ -15,6 +15,8 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import UsageError, run_main
 from feedstock.paths import RECIPE, REPO
