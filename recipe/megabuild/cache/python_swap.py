@@ -14,8 +14,8 @@ signatures no longer match and CMake re-searches and rewrites them
 Which values are touched
 ------------------------
 * Only entries whose key is Python-related (contains ``python``, ``numpy`` or
-  ``pybind``, case-insensitive) plus ``CMAKE_PREFIX_PATH`` (setup.py prepends
-  site-packages to it). ``CMAKE_COMMAND``/``CMAKE_ROOT`` live under
+  ``pybind``, case-insensitive) plus ``CMAKE_PREFIX_PATH`` (scikit-build-core's
+  ``CMakeInit.txt`` FORCE-sets it to the host's site-packages). ``CMAKE_COMMAND``/``CMAKE_ROOT`` live under
   ``lib/python3.X/site-packages/cmake`` with pip's cmake and stay untouched.
 * Values are split into atoms at ``;``, ``[`` and ``]``. A path atom is edited
   only if it lies under the host prefix (the prefix of the cache's
