@@ -344,6 +344,20 @@ def _values(text: str) -> dict[str, tuple[str, str]]:
     return {k: (e.type, e.value) for k, e in CacheFile.parse(text).as_dict().items()}
 
 
+def swapped_like_fresh(
+    proc: subprocess.CompletedProcess[str], swapped_text: str, fresh_text: str
+) -> dict[str, tuple[str, str]]:
+    """The swap's cache (shared with the macOS cross test): it ran in interpreter mode and has the
+    fresh configure's entries, with only CMake's own rewrites differing."""
+    assert proc.returncode == 0, proc.stderr
+    assert "(interpreter mode," in proc.stdout
+    swapped, fresh = _values(swapped_text), _values(fresh_text)
+    assert swapped.keys() == fresh.keys()
+    differ = {k: (swapped[k], fresh[k]) for k in fresh if swapped[k] != fresh[k]}
+    assert differ.keys() <= CMAKE_REWRITES, differ
+    return swapped
+
+
 @pytest.mark.slow
 def test_the_emulation_behaves_like_cross_python(cross: Cross) -> None:
     """Control: crossenv answers for aarch64 and finds numpy in the build env; -I bypasses it."""
@@ -373,14 +387,7 @@ def test_query_under_cross_python_reports_the_target(cross: Cross) -> None:
 
 @pytest.mark.slow
 def test_swap_under_cross_python_matches_a_fresh_configure(cross: Cross) -> None:
-    proc = cross.swap_proc
-    assert proc.returncode == 0, proc.stderr
-    assert "(interpreter mode," in proc.stdout
-    swapped, fresh = _values(cross.swapped), _values(cross.fresh)
-    assert swapped.keys() == fresh.keys()
-    differ = {k: (swapped[k], fresh[k]) for k in fresh if swapped[k] != fresh[k]}
-    assert differ.keys() <= CMAKE_REWRITES, differ
-
+    swapped = swapped_like_fresh(cross.swap_proc, cross.swapped, cross.fresh)
     b = cross.b
     properties = swapped["_Python_INTERPRETER_PROPERTIES"][1].split(";")
     assert properties[1:4] == [str(v) for v in b.version]

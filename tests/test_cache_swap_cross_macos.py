@@ -35,11 +35,9 @@ from pathlib import Path
 import pytest
 from feedstock.paths import RECIPE
 from harness.pythons import CPython, make_conda_like_prefix
-from megabuild.cache.model import CacheFile
 from megabuild.cache.python_swap import is_python_key, query_interpreter
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
 from test_cache_swap_cross import (
-    CMAKE_REWRITES,
     PROBE,
     RERUN_ONLY,
     SKBUILD_VALUES,
@@ -51,6 +49,7 @@ from test_cache_swap_cross import (
     _nodot,
     _tool,
     make_cross_python,
+    swapped_like_fresh,
 )
 
 TRIPLET = "x86_64-apple-darwin13.4.0"  # macos_machine of the osx-64 configs
@@ -318,19 +317,9 @@ def test_findpython_reads_the_darwin_target(osx_cross: OsxCross) -> None:
     assert "SOABI=[]" in out, out
 
 
-def _values(text: str) -> dict[str, tuple[str, str]]:
-    return {k: (e.type, e.value) for k, e in CacheFile.parse(text).as_dict().items()}
-
-
 @pytest.mark.slow
 def test_swap_under_osx64_cross_python_matches_a_fresh_configure(osx_cross: OsxCross) -> None:
-    proc = osx_cross.swap_proc
-    assert proc.returncode == 0, proc.stderr
-    assert "(interpreter mode," in proc.stdout
-    swapped, fresh = _values(osx_cross.swapped), _values(osx_cross.fresh)
-    assert swapped.keys() == fresh.keys()
-    differ = {k: (swapped[k], fresh[k]) for k in fresh if swapped[k] != fresh[k]}
-    assert differ.keys() <= CMAKE_REWRITES, differ
+    swapped = swapped_like_fresh(osx_cross.swap_proc, osx_cross.swapped, osx_cross.fresh)
     b = osx_cross.b
     properties = swapped["_Python_INTERPRETER_PROPERTIES"][1].split(";")
     assert properties[1:4] == [str(v) for v in b.version]
