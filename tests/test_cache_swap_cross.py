@@ -303,17 +303,7 @@ def cross(tmp_path_factory: pytest.TempPathFactory, cpythons: list[CPython], pip
         timeout=300,
     )
     swapped = cache.read_text().replace(str(swap_build), "<BUILD>")
-    reconfigured: CacheEntries = {}
-    if swap_proc.returncode == 0:
-        rerun = subprocess.run(
-            [_tool("cmake"), str(swap_build)],
-            capture_output=True,
-            text=True,
-            env=_build_env(activation),
-            timeout=600,
-        )
-        assert rerun.returncode == 0, f"re-configure after the swap failed:\n{rerun.stdout}\n{rerun.stderr}"
-        reconfigured = read_cache(swap_build, build_placeholder="<BUILD>")
+    reconfigured = reconfigure(swap_build, activation, "after the swap") if swap_proc.returncode == 0 else {}
     return Cross(
         a,
         b,
@@ -383,6 +373,15 @@ def test_query_under_cross_python_reports_the_target(cross: Cross) -> None:
     assert interp.numpy_include == (
         f"{cross.build_prefix}/venv/lib/python{b.short}/site-packages/numpy/_core/include"
     ), interp.numpy_error
+
+
+def reconfigure(build: Path, activation: dict[str, str], when: str) -> CacheEntries:
+    """A plain second ``cmake <build>`` in the activation's environment, and the cache it leaves."""
+    rerun = subprocess.run(
+        [_tool("cmake"), str(build)], capture_output=True, text=True, env=_build_env(activation), timeout=600
+    )
+    assert rerun.returncode == 0, f"re-configure {when} failed:\n{rerun.stdout}\n{rerun.stderr}"
+    return read_cache(build, build_placeholder="<BUILD>")
 
 
 @pytest.mark.slow

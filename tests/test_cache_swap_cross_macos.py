@@ -47,8 +47,8 @@ from test_cache_swap_cross import (
     _cmake_configure,
     _copy_package,
     _nodot,
-    _tool,
     make_cross_python,
+    reconfigure,
     swapped_like_fresh,
 )
 
@@ -203,28 +203,11 @@ def osx_cross(
         timeout=300,
     )
     swapped = cache.read_text().replace(str(swap_build.parent), "<ROOT>")
-    reconfigured: CacheEntries = {}
-    if swap_proc.returncode == 0:
-        rerun = subprocess.run(
-            [_tool("cmake"), str(swap_build)],
-            capture_output=True,
-            text=True,
-            env=_build_env(activation),
-            timeout=600,
-        )
-        assert rerun.returncode == 0, f"re-configure after the swap failed:\n{rerun.stdout}\n{rerun.stderr}"
-        reconfigured = read_cache(swap_build, build_placeholder="<BUILD>")
+    reconfigured = reconfigure(swap_build, activation, "after the swap") if swap_proc.returncode == 0 else {}
     fresh = (fresh_build / "CMakeCache.txt").read_text().replace(str(fresh_build.parent), "<ROOT>")
     fresh_entries = read_cache(fresh_build, build_placeholder="<BUILD>")
     # a plain re-configure of the fresh tree: what CMake adds on any second run (see below)
-    rerun = subprocess.run(
-        [_tool("cmake"), str(fresh_build)],
-        capture_output=True,
-        text=True,
-        env=_build_env(activation),
-        timeout=600,
-    )
-    assert rerun.returncode == 0, f"re-configure of the fresh tree failed:\n{rerun.stdout}\n{rerun.stderr}"
+    fresh_rerun = reconfigure(fresh_build, activation, "of the fresh tree")
     return OsxCross(
         a,
         b,
@@ -237,7 +220,7 @@ def osx_cross(
         swap_proc,
         reconfigured,
         fresh_entries,
-        read_cache(fresh_build, build_placeholder="<BUILD>"),
+        fresh_rerun,
     )
 
 
