@@ -37,6 +37,15 @@ add_library(pyext SHARED ext.cpp ext2.cpp)
 target_include_directories(pyext PRIVATE ${PY_INCLUDE})
 target_link_libraries(pyext PRIVATE torch)
 """
+# The same project with macOS's names (osx-arm64 2.14.1 wheel: torch/lib/lib*.dylib,
+# torch/_C.cpython-3XY-darwin.so): the Python extension's file name changes with the Python (its
+# suffix is SKBUILD_SOABI's), so 3.12's and 3.13's builds leave two files. (Install names and
+# @rpath: tests/test_macos_dylibs.py, on the real wheel's load commands.)
+CMAKE_MACOS_NAMES = """
+set(CMAKE_SHARED_LIBRARY_SUFFIX ".dylib")
+set(PY_TAG "" CACHE STRING "the Python's SOABI tag")
+set_target_properties(pyext PROPERTIES PREFIX "" OUTPUT_NAME "_C" SUFFIX ".${PY_TAG}.so")
+"""
 SOURCES = {
     "core.cpp": 'extern "C" int core() { return 1; }\n',
     "ext.cpp": (
@@ -52,13 +61,14 @@ _BUILDING = re.compile(r"Building CXX object (\S+)")
 class Tree:
     """The project's build dir, switched between "Pythons" by editing the cache, as the recipe does."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, macos_names: bool = False) -> None:
         if shutil.which("c++") is None or shutil.which("ninja") is None or shutil.which("cmake") is None:
             pytest.skip("needs cmake, ninja and a C++ compiler")
         self.root = root
         src = root / "src"
         src.mkdir()
-        (src / "CMakeLists.txt").write_text(CMAKE)
+        self.macos_names = macos_names
+        (src / "CMakeLists.txt").write_text(CMAKE + (CMAKE_MACOS_NAMES if macos_names else ""))
         for name, text in SOURCES.items():
             (src / name).write_text(text)
         for minor in ("3.12", "3.13"):
@@ -68,15 +78,28 @@ class Tree:
             os.utime(include / "pyver.h", ns=(10**18, 10**18))  # a package's mtime: long before the build
         self.build = root / "build"
         self.state = root / "state"
-        cmd = ["cmake", "-G", "Ninja", "-S", src, "-B", self.build, f"-DPY_INCLUDE={self.include('3.12')}"]
+        cmd = ["cmake", "-G", "Ninja", "-S", src, "-B", self.build, f"-DPY_INCLUDE={self.include('3.12')}",
+               f"-DPY_TAG={self.tag('3.12')}"]  # fmt: skip
         subprocess.run(cmd, check=True, capture_output=True)
 
     def include(self, python: str) -> Path:
         return self.root / "py" / python / "include"
 
+    def tag(self, python: str) -> str:
+        return f"cpython-{python.replace('.', '')}-darwin"
+
+    def extension(self, python: str) -> Path:
+        """The Python extension the build links for ``python``."""
+        name = f"_C.{self.tag(python)}.so" if self.macos_names else "libpyext.so"
+        return self.build / name
+
     def switch(self, python: str) -> None:
         proc = run_megabuild(
-            "cache", "set", f"PY_INCLUDE={self.include(python)}", self.build / "CMakeCache.txt"
+            "cache",
+            "set",
+            f"PY_INCLUDE={self.include(python)}",
+            f"PY_TAG={self.tag(python)}",
+            self.build / "CMakeCache.txt",
         )
         assert proc.returncode == 0, proc.stderr
 
@@ -85,9 +108,9 @@ class Tree:
         proc = subprocess.run(["ninja", "-C", self.build], capture_output=True, text=True, check=True)
         return set(_BUILDING.findall(proc.stdout))
 
-    def py_version(self) -> int:
+    def py_version(self, python: str = "3.13") -> int:
         """What the built library says (in a new process: dlopen would hand back a loaded copy)."""
-        code = f"import ctypes; print(ctypes.CDLL({str(self.build / 'libpyext.so')!r}).py_version())"
+        code = f"import ctypes; print(ctypes.CDLL({str(self.extension(python))!r}).py_version())"
         return int(
             subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         )
@@ -126,6 +149,44 @@ def test_without_restore_the_saved_python_compiles_again(tree: Tree) -> None:
     tree.switch("3.12")
     assert tree.ninja() >= PYEXT_OBJECTS
     assert tree.py_version() == 312
+
+
+@pytest.fixture
+def macos_tree(tmp_path: Path) -> Tree:
+    built = Tree(tmp_path, macos_names=True)
+    assert built.ninja() >= PYEXT_OBJECTS
+    snapshot.save(built.build, built.state, "3.12")
+    built.switch("3.13")
+    assert built.ninja() >= PYEXT_OBJECTS
+    assert built.py_version("3.13") == 313
+    return built
+
+
+def test_macos_names_restore_spares_the_saved_pythons_compiles(macos_tree: Tree) -> None:
+    """macOS's names: ``.dylib`` libraries, and a Python extension
+    whose file name is the Python's (``_C.cpython-312-darwin.so``). The saved build puts back 3.12's
+    objects; 3.12's extension file was never overwritten (3.13's has another name), so it needs no
+    putting back, and 3.13's file stays beside it."""
+    build = macos_tree.build
+    assert {p.name for p in build.glob("_C.*.so")} == {"_C.cpython-312-darwin.so", "_C.cpython-313-darwin.so"}
+    assert {p.name for p in build.glob("lib*.dylib")} == {"libcore.dylib", "libtorch.dylib"}
+    macos_tree.switch("3.12")
+    planned = macos_tree.restore()
+    put_back = {rec.path for rec in planned.put_back}
+    assert put_back >= PYEXT_OBJECTS, planned.lines()
+    assert "_C.cpython-313-darwin.so" not in put_back
+    compiled = macos_tree.ninja()
+    assert not compiled & PYEXT_OBJECTS, compiled
+    assert macos_tree.py_version("3.12") == 312
+    assert macos_tree.py_version("3.13") == 313  # the other Python's file is left alone
+    assert macos_tree.ninja() == set()
+
+
+def test_macos_names_without_restore_the_saved_python_compiles_again(macos_tree: Tree) -> None:
+    """The control on macOS's names: the naive flow compiles 3.12's objects again."""
+    macos_tree.switch("3.12")
+    assert macos_tree.ninja() >= PYEXT_OBJECTS
+    assert macos_tree.py_version("3.12") == 312
 
 
 def test_an_output_rewritten_in_place_is_rebuilt_not_trusted(tree: Tree) -> None:
