@@ -360,8 +360,8 @@ def test_the_paths_the_docs_name_exist(page: Path) -> None:
 
 def test_a_stale_path_is_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("`recipe/megabuild/build/steps.py`, `scripts/run_cross_checks.py`, `recipe/meta.yaml`")
-    assert stale_paths(page) == ["recipe/megabuild/build/steps.py", "scripts/run_cross_checks.py"]
+    page.write_text("`recipe/megabuild/build/steps.py`, `scripts/demo_megabuild.py`, `recipe/meta.yaml`")
+    assert stale_paths(page) == ["recipe/megabuild/build/steps.py", "scripts/demo_megabuild.py"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
