@@ -51,6 +51,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import check_patches
 import pytest
@@ -88,16 +89,22 @@ def _nodot(py: CPython) -> str:
     return f"{py.version[0]}{py.version[1]}"
 
 
-def _fake_aarch64_host(py: CPython, prefix: Path, cache_dir: Path) -> Path:
-    """A conda-like env of ``py`` whose target-specific parts say (and are) aarch64; its sysconfigdata."""
-    make_conda_like_prefix(py, prefix, cache_dir=cache_dir)
-    lib = prefix / "lib" / f"python{py.short}"
-    # Stdlib entries are symlinks into the pyenv install: replace them, never write through them.
+def load_sysconfigdata(lib: Path) -> ModuleType:
+    """The module of the build's ``_sysconfigdata_*.py`` in a Python's ``lib/python3.X``."""
     (original,) = lib.glob("_sysconfigdata_*.py")
     spec = importlib.util.spec_from_file_location("_build_sysconfigdata", original)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _fake_aarch64_host(py: CPython, prefix: Path, cache_dir: Path) -> Path:
+    """A conda-like env of ``py`` whose target-specific parts say (and are) aarch64; its sysconfigdata."""
+    make_conda_like_prefix(py, prefix, cache_dir=cache_dir)
+    lib = prefix / "lib" / f"python{py.short}"
+    # Stdlib entries are symlinks into the pyenv install: replace them, never write through them.
+    module = load_sysconfigdata(lib)
     old_prefix = module.build_time_vars["prefix"]
     values = {}
     for key, value in module.build_time_vars.items():

@@ -47,6 +47,7 @@ from test_cache_swap_cross import (
     _cmake_configure,
     _copy_package,
     _nodot,
+    load_sysconfigdata,
     make_cross_python,
     reconfigure,
     swapped_like_fresh,
@@ -102,11 +103,7 @@ def fake_osx64_host(py: CPython, prefix: Path, cache_dir: Path) -> Path:
     """A conda-like env of ``py`` whose target-specific parts say (and are) osx-64; its sysconfigdata."""
     make_conda_like_prefix(py, prefix, cache_dir=cache_dir)
     lib = prefix / "lib" / f"python{py.short}"
-    (original,) = lib.glob("_sysconfigdata_*.py")
-    spec = importlib.util.spec_from_file_location("_build_sysconfigdata", original)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_sysconfigdata(lib)
     linux_soabi = module.build_time_vars["SOABI"]
     values = _darwin_values(module.build_time_vars, py, prefix)
     for stale in lib.glob("_sysconfigdata*"):
