@@ -81,7 +81,9 @@ def run_pip(python: Path, source_dir: Path, settings: list[str]) -> None:
     # PYTHONPATH points at the recipe (for megabuild itself); keep it away from the backend
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     sys.stdout.flush()
-    code = subprocess.run(cmd, cwd=source_dir, env=env, check=False).returncode
+    # pip's and the backend's output go to the build log (stdout), in order; stderr stays for
+    # megabuild's own one-line error
+    code = subprocess.run(cmd, cwd=source_dir, env=env, stderr=subprocess.STDOUT, check=False).returncode
     if code != 0:
         raise MegabuildError(f"pip install . failed with exit status {code} (its output is above)")
 
