@@ -25,8 +25,10 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 import pytest
+from feedstock import doc_tables
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.errors import FeedstockError
+from megabuild.pipeline.description import When
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -382,3 +384,24 @@ def test_the_slug_is_githubs() -> None:
         "uploading-local-builds-cfep-03-scriptscfep03_bundlepy"
     )
     assert slug("What `conda install pytorch` resolves to") == "what-conda-install-pytorch-resolves-to"
+
+
+# -- tables rendered from code and data (scripts/feedstock/doc_tables.py) ------------------------
+
+
+def test_generated_tables_equal_the_code_and_data() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert set(re.findall(r"<!-- generated: ([a-z-]+) -->", text)) == set(doc_tables.tables())
+    assert doc_tables.refresh(text) == text, "stale tables: run python scripts/update_doc_tables.py"
+
+
+def test_a_table_restated_by_hand_is_caught() -> None:
+    """Planted: a pipeline row edited by hand (a step's platform rule) no longer equals PIPELINE."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("|  | split link-back"))
+    edited = text.replace(row, row.replace(When.NOT_WINDOWS.value, When.ALWAYS.value))
+    assert edited != text and doc_tables.refresh(edited) == text
+    with pytest.raises(doc_tables.DocTableError, match="unknown generated tables"):
+        doc_tables.refresh("<!-- generated: pipline -->\n<!-- end generated -->\n")
+    with pytest.raises(doc_tables.DocTableError, match="1 generated blocks open, 0 end"):
+        doc_tables.refresh("<!-- generated: pipeline -->\n")

@@ -45,7 +45,6 @@ from megabuild.split.spec import load_spec
 def _measure(tree: SkbuildTree, history: ninja.LogHistory, log: str, label: str) -> dict[str, object]:
     ran = history.ran(tree.build)
     created = [line for line in log.splitlines() if "Created wheel for" in line]
-    wheel_name = created[-1].split("filename=")[1].split()[0]
     sp_dir = next((tree.prefix / "lib").glob("python3.*/site-packages"))
     return {
         "step": label,
@@ -53,7 +52,7 @@ def _measure(tree: SkbuildTree, history: ninja.LogHistory, log: str, label: str)
         "compiles": sum(1 for o in ran if ninja.kind(o) == "compile"),
         "by_target": ninja.by_target(ran),
         "installed": frontend.installed_bytes(tree.build, sp_dir, tree.prefix),
-        "packed": frontend.record_bytes(sp_dir, wheel_name),
+        "packed": frontend.record_bytes(frontend.installed_dist_info(sp_dir, tree.src)),
         "compressed": int(created[-1].split("size=")[1].split()[0]),
         "cleared": not (tree.build / "CMakeFiles/megabuild-tree-kept").is_file(),
     }

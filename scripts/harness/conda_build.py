@@ -200,20 +200,26 @@ def restrict_pythons(
     return dest, [tags[i] for i in keep], retargeted
 
 
-def render(config: Path, recipe_dir: Path = RECIPE_DIR) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
-    """Rendered outputs, the top-level recipe dict and the first full variant of ``config``."""
+def render(
+    config: Path, recipe_dir: Path = RECIPE_DIR, label: str | None = None
+) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
+    """Rendered outputs, the top-level recipe dict and the first full variant of ``config``.
+
+    A render that fails stops the run with one line naming the config (``label``, else the file's
+    name): the harness never builds from requirements or patches it made up itself."""
     from feedstock import render as r
     from feedstock.configs import load_config
 
-    outputs = r.render_config(config, recipe_dir)
-    cfg = load_config(config)
-    variant = dict(r.expand_variants(cfg)[0])
-    top: dict[str, Any] = {}
-    try:  # the top level is not an output; render.py has no public accessor for it
-        renderer = r._Renderer(cfg, recipe_dir, outputs[0].subdir if outputs else "linux-64")
+    try:
+        outputs = r.render_config(config, recipe_dir)
+        cfg = load_config(config)
+        variant = dict(r.expand_variants(cfg)[0])
+        # the top level is not an output; render.py has no public accessor for it
+        renderer = r._Renderer(cfg, recipe_dir, outputs[0].subdir if outputs else TARGET_PLATFORM)
         top = renderer._top_level(variant, lambda name, *a, **k: name)
-    except Exception as exc:  # pragma: no cover - depends on render.py internals
-        top = {"_error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # any failure of the render (a RenderError or render.py's own) stops
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise HarnessError(f"{label or config.name}: the recipe does not render: {detail}") from None
     return outputs, top, variant
 
 
@@ -577,7 +583,7 @@ class Runner:
         self.log(f"config {self.config_in.name}: Pythons {', '.join(pys)}")
         for old, new in retargeted.items():
             self.notes.append(f"the config's free-threaded Python {old} is built as {new} (the one here)")
-        outputs, top, variant = render(config, self.recipe_dir)
+        outputs, top, variant = render(config, self.recipe_dir, self.config_in.name)
         megabuild = str(variant.get("megabuild", "false")).lower() == "true"
         built, anomalies, rewrites = plan(outputs, megabuild)
         for anomaly in anomalies:
@@ -586,11 +592,6 @@ class Runner:
 
         # ---- top level ----
         top_host = [str(s) for s in (top.get("requirements") or {}).get("host") or []]
-        if not top_host:
-            top_host = ["python 3.12" if megabuild else "python", "numpy", "pip", "setuptools"]
-            self.notes.append(
-                f"top-level host requirements not rendered ({top.get('_error')}); using {top_host}"
-            )
         version = str((top.get("package") or {}).get("version") or (built[0].version if built else "0"))
         number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
         built = order_pythons(built, _python_of(top_host, variant) or "3.12", self.python_order)

@@ -5,22 +5,39 @@ fixed upstream); ``python -m build`` without ``--wheel`` would build from an unp
 temporary dir, a full rebuild. The backend configures, builds, runs ``cmake --install`` into a
 new temporary wheel dir (CMake lists what it installed in ``build/install_manifest.txt``), packs
 the wheel and pip unpacks it into site-packages (its ``RECORD`` lists every file with its size).
+
+The figures come from files, never from pip's or the backend's log (other projects' formats:
+scikit-build-core colours its banner whenever ``FORCE_COLOR`` reaches it, ``pip -q`` drops both):
+the backend's version from its installed metadata, the wheel from the ``.dist-info`` pip wrote
+for this source dir (``direct_url.json``). A figure that cannot be taken is one warning line; a
+measurement never fails the build (docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import email.parser
+import importlib.metadata
+import json
 import os
 import re
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from megabuild.errors import MegabuildError
 
-_CREATED = re.compile(r"Created wheel for \S+: filename=(\S+) size=(\d+)")
-_BACKEND = re.compile(r"\*\*\* scikit-build-core (\S+)")
+BACKEND = "scikit-build-core"
 _PLATLIB = re.compile(r"/wheel/(?:platlib|purelib)/(.+)$")
+_T = TypeVar("_T")
+
+
+class MeasurementError(Exception):
+    """A figure that cannot be taken; reported as a warning, never as a failed build."""
 
 
 @dataclass(frozen=True)
@@ -34,46 +51,87 @@ class Bytes:
 
 @dataclass(frozen=True)
 class InstallResult:
-    backend: str  # scikit-build-core's version, as it announced itself
-    installed: Bytes  # what `cmake --install` wrote into the temporary wheel dir
-    packed: Bytes  # what the wheel held, uncompressed (pip wrote the same into site-packages)
-    wheel_size: int  # the compressed wheel
+    """The figures of one pass; ``None`` where one could not be taken (``missing`` says why)."""
+
+    backend: str | None  # scikit-build-core's version, from its installed metadata
+    wheel: str | None  # the wheel's file name, from the installed .dist-info
+    installed: Bytes | None  # what `cmake --install` wrote into the temporary wheel dir
+    packed: Bytes | None  # what the wheel held, uncompressed (pip wrote the same into site-packages)
+    missing: tuple[str, ...] = ()
 
     def line(self) -> str:
+        def known(value: object) -> str:
+            return "(unknown)" if value is None else str(value)
+
         return (
-            f"bytes: cmake --install wrote {self.installed}; the wheel packed {self.packed} "
-            f"({self.wheel_size:,} compressed) (scikit-build-core {self.backend})"
+            f"bytes: cmake --install wrote {known(self.installed)}; the wheel packed {known(self.packed)} "
+            f"({known(self.wheel)}, scikit-build-core {known(self.backend)})"
         )
 
+    def warning(self) -> str | None:
+        """One line naming every figure not taken, or None."""
+        if not self.missing:
+            return None
+        return f"megabuild: warning: not measured (the build goes on): {'; '.join(self.missing)}"
 
-def _run_pip(python: Path, source_dir: Path, settings: list[str]) -> list[str]:
+
+def run_pip(python: Path, source_dir: Path, settings: list[str]) -> None:
     cmd = [str(python), "-m", "pip", "install", ".", "--no-deps", "--no-build-isolation", "-v", *settings]
     print("+ " + " ".join(cmd), flush=True)
-    lines: list[str] = []
     # PYTHONPATH points at the recipe (for megabuild itself); keep it away from the backend
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    with subprocess.Popen(cmd, cwd=source_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as proc:  # fmt: skip
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            if _CREATED.search(line) or _BACKEND.search(line):
-                lines.append(line)
-        code = proc.wait()
     sys.stdout.flush()
+    # pip's and the backend's output go to the build log (stdout), in order; stderr stays for
+    # megabuild's own one-line error
+    code = subprocess.run(cmd, cwd=source_dir, env=env, stderr=subprocess.STDOUT, check=False).returncode
     if code != 0:
         raise MegabuildError(f"pip install . failed with exit status {code} (its output is above)")
-    return lines
 
 
-def record_bytes(sp_dir: Path, wheel_name: str) -> Bytes:
+def backend_version(sp_dir: Path) -> str:
+    """scikit-build-core's version, from its ``.dist-info`` in ``sp_dir`` (the host env's)."""
+    for dist in importlib.metadata.distributions(name=BACKEND, path=[str(sp_dir)]):
+        version = dist.version
+        if version:
+            return version
+    raise MeasurementError(f"no {BACKEND} metadata in {sp_dir}")
+
+
+def installed_dist_info(sp_dir: Path, source_dir: Path) -> Path:
+    """The ``.dist-info`` pip wrote for ``source_dir`` (its ``direct_url.json`` names the dir)."""
+    wanted = source_dir.resolve()
+    for dist_info in sorted(sp_dir.glob("*.dist-info")):
+        try:
+            url = json.loads((dist_info / "direct_url.json").read_text(encoding="utf-8"))["url"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        parsed = urllib.parse.urlparse(str(url))
+        if parsed.scheme == "file" and Path(urllib.request.url2pathname(parsed.path)).resolve() == wanted:
+            return dist_info
+    raise MeasurementError(f"no .dist-info in {sp_dir} records an install of {source_dir}")
+
+
+def wheel_name(dist_info: Path) -> str:
+    """``torch-2.14.1-cp312-cp312-linux_x86_64.whl``: the dist-info's name and its WHEEL tag."""
+    try:
+        wheel = email.parser.Parser().parsestr((dist_info / "WHEEL").read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MeasurementError(f"{dist_info / 'WHEEL'} is unreadable ({exc})") from None
+    tags = wheel.get_all("Tag") or []
+    if len(tags) != 1:
+        raise MeasurementError(f"{dist_info / 'WHEEL'} names {len(tags)} tags, not one")
+    return f"{dist_info.name.removesuffix('.dist-info')}-{tags[0]}.whl"
+
+
+def record_bytes(dist_info: Path) -> Bytes:
     """Files and bytes of the wheel, from the installed ``RECORD`` (pip's .pyc have no size)."""
-    dist = "-".join(wheel_name.split("-")[:2])
-    record = sp_dir / f"{dist}.dist-info" / "RECORD"
-    if not record.is_file():
-        raise MegabuildError(f"{record} is missing after pip install")
+    record = dist_info / "RECORD"
+    try:
+        rows = record.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise MeasurementError(f"{record} is unreadable ({exc})") from None
     files = size = 0
-    for row in record.read_text(encoding="utf-8").splitlines():
+    for row in rows:
         parts = row.rsplit(",", 2)
         if len(parts) == 3 and parts[2].isdigit() and ".dist-info/" not in parts[0]:
             files += 1
@@ -85,10 +143,12 @@ def installed_bytes(build_dir: Path, sp_dir: Path, prefix: Path) -> Bytes:
     """``cmake --install``'s files, sized from where they ended up: site-packages (packed) or,
     for what the wheel excluded, libtorch's copy in the prefix (the same build outputs)."""
     manifest = build_dir / "install_manifest.txt"
-    if not manifest.is_file():
-        raise MegabuildError(f"{manifest} is missing: did scikit-build-core run cmake --install?")
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise MeasurementError(f"{manifest} is unreadable ({exc})") from None
     files = size = 0
-    for line in manifest.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         match = _PLATLIB.search(line.strip())
         if not match:
             continue
@@ -101,18 +161,34 @@ def installed_bytes(build_dir: Path, sp_dir: Path, prefix: Path) -> Bytes:
     return Bytes(files, size)
 
 
+def measure(source_dir: Path, sp_dir: Path, prefix: Path) -> InstallResult:
+    """Every figure of the pass just run, each taken on its own: one that fails is ``None``."""
+    missing: list[str] = []
+
+    def take(figure: Callable[[], _T]) -> _T | None:
+        try:
+            return figure()
+        except (MeasurementError, OSError, ValueError) as exc:
+            missing.append(str(exc))
+            return None
+
+    dist_info = take(lambda: installed_dist_info(sp_dir, source_dir))
+    return InstallResult(
+        backend=take(lambda: backend_version(sp_dir)),
+        wheel=None if dist_info is None else take(lambda: wheel_name(dist_info)),
+        installed=take(lambda: installed_bytes(source_dir / "build", sp_dir, prefix)),
+        packed=None if dist_info is None else take(lambda: record_bytes(dist_info)),
+        missing=tuple(missing),
+    )
+
+
 def pip_install(
     python: Path, source_dir: Path, settings: list[str], sp_dir: Path, prefix: Path
 ) -> InstallResult:
-    lines = _run_pip(python, source_dir, settings)
-    created = [m for line in lines if (m := _CREATED.search(line))]
-    backend = [m.group(1) for line in lines if (m := _BACKEND.search(line))]
-    if not created or not backend:
-        raise MegabuildError("pip's output names no scikit-build-core run or no created wheel")
-    wheel_name, wheel_size = created[-1].group(1), int(created[-1].group(2))
-    return InstallResult(
-        backend=backend[-1],
-        installed=installed_bytes(source_dir / "build", sp_dir, prefix),
-        packed=record_bytes(sp_dir, wheel_name),
-        wheel_size=wheel_size,
-    )
+    """Run the pass (its failure fails the build), then measure it (never fails the build)."""
+    run_pip(python, source_dir, settings)
+    result = measure(source_dir, sp_dir, prefix)
+    warning = result.warning()
+    if warning is not None:
+        print(warning, flush=True)
+    return result

@@ -2,7 +2,8 @@
 
 ``passes.jsonl`` in the telemetry dir gets ``{"pass", "start", "end", "ninja_log", "cache"}``;
 the pass's copy of ``build/.ninja_log`` and, with the compiler cache on, sccache's counters
-(``<pass>.sccache.json``) lie next to it.
+(``<pass>.sccache.json``) lie next to it. A record that cannot be taken or written is one warning
+line: a measurement never fails the build (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -16,22 +17,55 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def _sccache(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sccache", *args], capture_output=True, text=True, check=False)
+def _warn(what: str, why: object) -> None:
+    print(f"megabuild: warning: not measured (the build goes on): {what}: {why}", flush=True)
+
+
+def _sccache(*args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(["sccache", *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        _warn(f"sccache {' '.join(args)}", exc)
+        return None
+
+
+def _hits_misses(stats_json: str) -> tuple[int, int]:
+    stats = json.loads(stats_json)["stats"]
+    hits, misses = (sum(stats[k]["counts"].values()) for k in ("cache_hits", "cache_misses"))
+    return int(hits), int(misses)
 
 
 def _cache_stats(telemetry: Path, name: str) -> str | None:
     out = _sccache("--show-stats", "--stats-format=json")
-    if out.returncode != 0:
-        print(f"compiler cache, pass {name}: no counters (sccache --show-stats failed)")
+    if out is None:
         return None
-    stats_file = telemetry / f"{name}.sccache.json"
-    stats_file.write_text(out.stdout)
-    stats = json.loads(out.stdout)["stats"]
-    hits, misses = (sum(stats[k]["counts"].values()) for k in ("cache_hits", "cache_misses"))
+    if out.returncode != 0:
+        _warn(f"compiler cache, pass {name}", "sccache --show-stats failed")
+        return None
+    try:
+        hits, misses = _hits_misses(out.stdout)
+        stats_file = telemetry / f"{name}.sccache.json"
+        stats_file.write_text(out.stdout)
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
+        # sccache's JSON is another project's format: a change in it costs a figure, not a build
+        _warn(f"compiler cache, pass {name}", f"{type(exc).__name__}: {exc}")
+        return None
     rate = 100 * hits / max(hits + misses, 1)
     print(f"compiler cache, pass {name}: {hits}/{hits + misses} compiles hit ({rate:.1f}%)")
     return stats_file.name
+
+
+def _record(
+    telemetry: Path, name: str, build_dir: Path, compiler_cache: bool, record: dict[str, object]
+) -> None:
+    ninja_log = build_dir / ".ninja_log"
+    if ninja_log.is_file():
+        shutil.copyfile(ninja_log, telemetry / f"{name}.ninja_log")
+        record["ninja_log"] = f"{name}.ninja_log"
+    if compiler_cache:
+        record["cache"] = _cache_stats(telemetry, name)
+    with open(telemetry / "passes.jsonl", "a") as fh:
+        fh.write(json.dumps(record) + "\n")
 
 
 @contextmanager
@@ -39,7 +73,6 @@ def build_pass(
     telemetry: Path, name: str, build_dir: Path, compiler_cache: bool, clock: Callable[[], float] = time.time
 ) -> Iterator[None]:
     """Record the pass run inside the ``with`` block (also when it fails: the log shows how far)."""
-    telemetry.mkdir(parents=True, exist_ok=True)
     if compiler_cache:
         _sccache("--zero-stats")
     record: dict[str, object] = {"pass": name, "start": clock(), "end": None}
@@ -48,11 +81,8 @@ def build_pass(
         yield
     finally:
         record["end"] = clock()
-        ninja_log = build_dir / ".ninja_log"
-        if ninja_log.is_file():
-            shutil.copyfile(ninja_log, telemetry / f"{name}.ninja_log")
-            record["ninja_log"] = f"{name}.ninja_log"
-        if compiler_cache:
-            record["cache"] = _cache_stats(telemetry, name)
-        with open(telemetry / "passes.jsonl", "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        try:
+            telemetry.mkdir(parents=True, exist_ok=True)
+            _record(telemetry, name, build_dir, compiler_cache, record)
+        except OSError as exc:
+            _warn(f"pass {name}'s record in {telemetry}", exc)

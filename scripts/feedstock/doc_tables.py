@@ -1,0 +1,135 @@
+"""The tables of docs/architecture.md that describe code or data, rendered from that code and data.
+
+A table lies between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``; :func:`refresh`
+renders every such block again (``python scripts/update_doc_tables.py`` writes the doc, and
+``tests/test_docs.py`` keeps it equal). The pipeline table reads
+:data:`megabuild.pipeline.description.PIPELINE` through its public names (``Phase``, ``Step``,
+``When``); the split tables read ``recipe/split_spec.json`` as the split does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from megabuild.pipeline.description import PIPELINE, Step
+
+from feedstock.errors import FeedstockError
+from feedstock.paths import RECIPE, REPO
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+SPLIT_SPEC = RECIPE / "split_spec.json"
+END = "<!-- end generated -->"
+_BLOCK = re.compile(r"^<!-- generated: ([a-z-]+) -->\n(.*?)^" + re.escape(END) + r"$", re.M | re.S)
+EVERY_PLATFORM = "every platform"
+
+
+class DocTableError(FeedstockError):
+    """A generated block the doc cannot hold (an unknown name, an unclosed block)."""
+
+
+def _cell(text: object) -> str:
+    # a note's <variant> would be an HTML tag to a Markdown renderer, a | a column
+    return str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+
+
+def _step_text(step: Step) -> str:
+    details = [step.wheel.value] if step.wheel is not None else []
+    if step.drop_libtorch_headers:
+        details.append("libtorch's headers dropped from the pytorch output")
+    return ": ".join([step.name, "; ".join(details)]) if details else step.name
+
+
+def pipeline_table() -> list[str]:
+    """Every phase's steps in order, with the platform rule and whether the real tree is needed."""
+    rows = []
+    for phase, steps in PIPELINE.phases:
+        for index, step in enumerate(steps):
+            rows.append(
+                (f"`{phase.value}`" if index == 0 else "", _step_text(step), step.when.value,
+                 "yes" if step.build_tree else "")
+            )  # fmt: skip
+    return _table(("phase", "step", "runs on", "needs the real build tree"), rows)
+
+
+def load_split_spec(path: Path = SPLIT_SPEC) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise DocTableError(f"{path}: not a JSON object")
+    return data
+
+
+def split_outputs_table(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's outputs, their variants and what each holds."""
+    default = spec.get("default_output")
+    rows = [
+        (f"`{name}`" + (" (default)" if name == default else ""),
+         ", ".join(f"`{v}`" for v in entry.get("variants", [])), entry.get("note", ""))
+        for name, entry in spec.get("outputs", {}).items()
+    ]  # fmt: skip
+    return _table(("output", "variants", "what it holds"), rows)
+
+
+def split_rules_table(spec: Mapping[str, Any]) -> list[str]:
+    """The rules per output (the spec's order) and platform set (every platform first): each
+    pattern, with its ``required`` unless that is ``never`` (the spec's default)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for rule in spec.get("rules", []):
+        where = ", ".join(rule.get("platforms", [])) or EVERY_PLATFORM
+        required = rule.get("required", "never")
+        text = f"`{rule['pattern']}`" + ("" if required == "never" else f" ({required})")
+        groups.setdefault((rule["output"], where), []).append(text)
+    order = list(spec.get("outputs", {}))
+
+    def key(group: tuple[str, str]) -> tuple[int, bool]:
+        output, where = group
+        return (order.index(output) if output in order else len(order), where != EVERY_PLATFORM)
+
+    rows = [(f"`{out}`", where, "; ".join(groups[out, where])) for out, where in sorted(groups, key=key)]
+    return _table(("output", "platforms", "patterns (required: always, cuda or cpu; no mark: never)"), rows)
+
+
+def install_roots_table(spec: Mapping[str, Any]) -> list[str]:
+    """Per platform family, the ordered ``{pattern, dest}`` list ``split install`` places files by."""
+    rows = [
+        (family, f"`{entry['pattern']}`", f"`{entry['dest']}`", entry.get("note", ""))
+        for family, entries in spec.get("install_roots", {}).items()
+        for entry in entries
+    ]
+    return _table(("platform family", "pattern", "installed under", "why"), rows)
+
+
+def tables() -> dict[str, Callable[[], list[str]]]:
+    """Every table a doc can hold, by the name its block gives."""
+    return {
+        "pipeline": pipeline_table,
+        "split-outputs": lambda: split_outputs_table(load_split_spec()),
+        "split-rules": lambda: split_rules_table(load_split_spec()),
+        "install-roots": lambda: install_roots_table(load_split_spec()),
+    }
+
+
+def refresh(text: str, where: str = "docs/architecture.md") -> str:
+    """``text`` with every generated block rendered again; an unknown or unclosed block raises."""
+    known = tables()
+    opened = len(re.findall(r"^<!-- generated: ", text, re.M))
+    found = _BLOCK.findall(text)
+    if opened != len(found):
+        raise DocTableError(f"{where}: {opened} generated blocks open, {len(found)} end with {END!r}")
+    unknown = sorted({name for name, _ in found} - set(known))
+    if unknown:
+        raise DocTableError(f"{where}: unknown generated tables {unknown} (known: {sorted(known)})")
+
+    def render(match: re.Match[str]) -> str:
+        body = "\n".join(known[match[1]]())
+        return f"<!-- generated: {match[1]} -->\n{body}\n{END}"
+
+    return _BLOCK.sub(render, text)

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Render the generated tables of docs/architecture.md from the code and data they describe.
+
+    python scripts/update_doc_tables.py [--check]
+
+Every block between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` is rendered again
+(scripts/feedstock/doc_tables.py). ``--check`` writes nothing and exits 1 if the doc is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: feedstock
+
+from feedstock.errors import FeedstockError, run_main
+from feedstock.paths import RECIPE
+
+sys.path.insert(0, str(RECIPE))  # megabuild lives in recipe/ (all conda-build sees)
+
+from feedstock.doc_tables import ARCHITECTURE, refresh
+
+PROG = "update_doc_tables"
+
+
+class StaleDoc(FeedstockError):
+    """The doc's generated tables differ from the code."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the doc is stale")
+    ns = p.parse_args(argv)
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    fresh = refresh(text)
+    if fresh == text:
+        print(f"{ARCHITECTURE.name}: the generated tables are up to date")
+        return 0
+    if ns.check:
+        raise StaleDoc(f"{ARCHITECTURE.name}: generated tables are stale; run python scripts/{PROG}.py")
+    tmp = ARCHITECTURE.with_name(f".{ARCHITECTURE.name}.tmp")
+    tmp.write_text(fresh, encoding="utf-8")
+    tmp.replace(ARCHITECTURE)
+    print(f"{ARCHITECTURE.name}: generated tables rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(PROG, main))
