@@ -136,6 +136,15 @@ LAYOUTS = [
         shlib_ext=".dylib",
     ),
     Layout(
+        "osx-arm64-cpu-cp314",  # the GIL build of 3.14, next to cp314t
+        "torch-2.14.1-cp314-macosx_arm64-files.tsv",
+        "osx-arm64",
+        "osx_arm64",
+        "3.14",
+        cuda=False,
+        shlib_ext=".dylib",
+    ),
+    Layout(
         "linux-64-cpu-derived",  # NOT a real wheel: see CUDA_ONLY_FILES
         "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv",
         "linux-64",
