@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from megabuild.model import LIBTORCH, LINALG, LinalgVariant
 from megabuild.split.plan import Plan
-from megabuild.split.spec import DEFAULT_SPEC, LINALG, Spec, host_target_platform, load_spec
+from megabuild.split.spec import DEFAULT_SPEC, Spec, host_target_platform, load_spec
 
 
 def _spec_arg(parser: argparse.ArgumentParser) -> None:
@@ -102,14 +103,17 @@ def register(groups: Any) -> None:
     p.add_argument("--tree", type=Path, required=True, help="the built torch/ tree (build/lib.*/torch)")
     p.add_argument("--staging", type=Path, required=True, help="staging root (STAGING/<output>/...)")
     p.add_argument("--cuda", action="store_true", help="CUDA build: CUDA-only required files must exist")
-    p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} (magma/nomagma)")
+    variants = "/".join(v.value for v in LinalgVariant)
+    p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} ({variants})")
     p.add_argument("--only", nargs="+", metavar="OUTPUT", help="stage only these outputs")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan, move nothing")
     p.set_defaults(handler=cmd_stage)
 
     p = sub.add_parser("install", help="move a staged output into the prefix")
     p.add_argument(
-        "output", metavar="OUTPUT", help=f"libtorch, {LINALG} (with --linalg-variant) or {LINALG}-magma"
+        "output",
+        metavar="OUTPUT",
+        help=f"{LIBTORCH}, {LINALG} (with --linalg-variant) or {LinalgVariant.MAGMA.staged_name}",
     )
     _spec_arg(p)
     p.add_argument("--staging", type=Path, required=True)

@@ -52,7 +52,7 @@ def listing_text(rows: list[Row]) -> str:
 def listing_name(wheel: WheelFacts, platform: Platform) -> str:
     """tests/data/README.md's naming: ``torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv``."""
     variant = f"-{wheel.local_version}" if wheel.local_version.startswith(("cu", "rocm")) else ""
-    tag = "cp" + wheel.python.replace(".", "")
+    tag = wheel.python_build.abi_tag  # cp314t next to cp314: two listings
     return f"torch-{wheel.version}-{tag}-{platform.listing_tag}{variant}-files.tsv"
 
 
@@ -114,7 +114,7 @@ class ListingDiff:
 
     def left_out(self, path: str) -> bool:
         """A wheel-only file a conda build never has (the split leaves it out)."""
-        return any(fnmatch.fnmatch(path, glob) for glob in self.platform.not_in_conda_build)
+        return any(fnmatch.fnmatch(path, glob) for glob in self.platform.wheel_repair)
 
 
 def _finding(level: Level, diff: ListingDiff, text: str) -> Finding:
