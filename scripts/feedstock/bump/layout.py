@@ -44,7 +44,8 @@ class TreeSource(Protocol):
         ...
 
     def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
-        """Put ``rows`` under ``site_packages`` (``scratch``: a directory of the run to use)."""
+        """Put ``rows`` under ``site_packages`` (``scratch``: a directory of the run the source may
+        keep files in)."""
         ...
 
 
@@ -65,8 +66,8 @@ class Placeholders:
 
     def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
         """Every row as a hard link to one blank file per mode (12k links take a fraction of the
-        time of 12k new files). Never write into one: they share their inode."""
-        blanks = scratch / "blanks"
+        time of 12k new files), kept in ``scratch``. Never write into one: they share their inode."""
+        blanks = scratch
         blank = {flag: blanks / ("blank-exe" if flag else "blank") for flag in (False, True)}
         blanks.mkdir(parents=True, exist_ok=True)
         for flag, path in blank.items():

@@ -124,7 +124,7 @@ class PlaceholderBuild:
 
     def pip_install(self, step: Step) -> None:
         rows = self.layout.rows
-        scratch = self.places.work
+        scratch = self.places.work / "source"
         if step.wheel is Wheel.FULL:
             self.layout.source.lay_out(rows, self.places.top_site_packages, scratch)
             return
