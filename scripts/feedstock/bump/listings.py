@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild.model import PYTORCH
+
 from ..errors import FeedstockError, capped
 from .platforms import Platform
 from .report import Finding, Level
@@ -126,7 +128,7 @@ def _placement(spec: SplitSpec | None, path: str) -> str:
     if spec is None:
         return "(no split rules)"
     if not path.startswith("torch/"):
-        return "pytorch"
+        return PYTORCH
     placed = spec.place(path.removeprefix("torch/"))
     return placed.output or f"NO PACKAGE ({placed.problem})"
 
