@@ -14,12 +14,13 @@ guarantee is asserted here on the prefixes it leaves.
 from __future__ import annotations
 
 import os
+import zipfile
 from functools import cache
 from pathlib import Path
 
 import pytest
 from _split_util import DATA, REAL_SPEC
-from feedstock.bump.layout import Layout, Placeholders, layout_for, listing_layout
+from feedstock.bump.layout import Layout, Placeholders, UnpackedWheel, layout_for, listing_layout
 from feedstock.bump.listings import read_listing
 from feedstock.bump.placeholder_build import Places
 from feedstock.bump.platforms import BY_NAME
@@ -28,6 +29,7 @@ from feedstock.bump.recipe import Recipe, matching, pick, read_recipe
 from feedstock.bump.report import Level
 from feedstock.bump.split_run import is_file_test, split_in
 from feedstock.configs import list_configs, resolve_configs
+from feedstock.patch_check import cache_dir
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
 from feedstock.wincmd import conda_test_env as win_env
@@ -113,6 +115,34 @@ def test_the_derived_linux_cpu_layout_splits_with_no_action(tmp_path: Path) -> N
     layout = layout_for(recipe(), BY_NAME["linux-64"], Placeholders(tuple(rows)), PythonBuild("3.12"), None)
     assert layout.config.endswith("cpu_generic") or "cpu" in layout.config, layout.config
     check_guarantees(layout, split_and_check(layout, tmp_path))
+
+
+@pytest.mark.slow
+def test_a_real_unpacked_wheel_is_split_by_the_same_procedure(tmp_path: Path) -> None:
+    """Source (b): the real osx-arm64 wheel unpacked, its real files hard-linked into the trees;
+    the same procedure, the same verdict as its listing, and the real bytes where the split put them."""
+    wheel = cache_dir() / "macosx_14_0_arm64" / f"torch-{recipe().version}-cp312-cp312-macosx_14_0_arm64.whl"
+    if not wheel.is_file():
+        if os.environ.get("FEEDSTOCK_REQUIRE_WHEELS") == "1":
+            pytest.fail(f"FEEDSTOCK_REQUIRE_WHEELS=1 but {wheel.name} is not in the wheel cache")
+        pytest.skip(f"{wheel.name} not in the wheel cache (tests/test_split_wheel.py fetches it)")
+    root = tmp_path / "wheel"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root)
+    for info in zipfile.ZipFile(wheel).infolist():  # zipfile keeps no modes: the wheel's own
+        if (mode := info.external_attr >> 16) and not info.is_dir():
+            (root / info.filename).chmod(mode & 0o777)
+    source = UnpackedWheel(root)
+    listing = DATA / f"torch-{recipe().version}-cp312-macosx_arm64-files.tsv"
+    assert source.listed() == read_listing(listing)
+    layout = layout_for(recipe(), BY_NAME["osx-arm64"], source, PythonBuild("3.12"), None)
+    places = split_and_check(layout, tmp_path / "work")
+    check_guarantees(layout, places)
+    installed = places.prefix / "lib/libtorch_cpu.dylib"
+    assert (
+        installed.stat().st_ino == (root / "torch/lib/libtorch_cpu.dylib").stat().st_ino
+    )  # moved, not copied
+    assert installed.read_bytes()[:4] == b"\xcf\xfa\xed\xfe"  # the real Mach-O, not a placeholder
 
 
 @pytest.mark.slow

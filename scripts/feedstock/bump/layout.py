@@ -103,7 +103,7 @@ class UnpackedWheel:
             rows.append(
                 Row(rel, path.lstat().st_size, bool(mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)))
             )
-        return rows
+        return sorted(rows)  # by path string, as listings are
 
     def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
         made: set[Path] = set()
