@@ -1,19 +1,23 @@
-"""The split of a new wheel's layout: the recipe's build pipeline on placeholders, checked by the
-recipe's own rendered file tests.
+"""The split procedure: one wheel's layout through the recipe's build pipeline, checked by the
+recipe's own rendered file tests. The version-bump check and tests/test_split_real_layouts.py run
+this one procedure (:func:`split_in`, :func:`split_findings`).
 
-The bump check runs :data:`megabuild.pipeline.description.PIPELINE`, the object ``megabuild build
-top-level|pytorch`` runs on the real build, phase by phase (top level, libtorch-cuda-linalg,
-libtorch, pytorch), through :class:`PlaceholderBuild`: its handlers do to the wheel's files, laid
-out as empty placeholders, what the build does to the built ones, with the same typed split calls
-(``stage``, ``verify``, ``install``, ``link-back``). Steps that need the real CMake tree (the
-forwarded environment, the cache, the build state) are the only ones left out; the pipeline refuses
-a handler table that misses any other. So the per-platform rules are the build's: no magma pass, no
-linalg package and no link-back on Windows; every pytorch output packs only what its per-Python
-``wheel.exclude`` leaves (the placeholders of excluded files are never laid out), and link-back
-links the installed packages' files (``--link-installed``, from the conda-meta records the install
-phases leave, as conda's would).
+It runs :data:`megabuild.pipeline.description.PIPELINE`, the object every conda-build script runs
+as ``megabuild build <output>``, script run by script run (:meth:`Pipeline.script_runs`: the top
+level, the linalg output once per variant, libtorch, pytorch), through :class:`PlaceholderBuild`:
+its handlers do to the wheel's files, laid out from the layout's source (placeholders from a
+listing, or a real unpacked wheel: ``feedstock.bump.layout``), what the build does to the built
+ones, with the same typed split calls (``stage``, ``verify``, ``install``, ``link-back``). Steps
+that need the real CMake tree (the forwarded environment, the top-level record, the cache, the
+build state) are the only ones left out; the pipeline refuses a handler table that misses any
+other. So the per-platform rules are the build's (``megabuild.model.PlatformFacts``): no magma
+pass, no linalg package and no link-back on Windows; every pytorch output packs only what its
+per-Python ``wheel.exclude`` leaves (excluded files are never laid out), and link-back links the
+installed packages' files (``--link-installed``, from the conda-meta records the install runs
+leave, as conda's would). Each rendered output is picked by its whole variant: name, Python build
+(3.14 is not 3.14t) and linalg variant.
 
-After each install phase every command of the rendered ``test:`` sections that only inspects files
+After each script run of a package every command of the rendered ``test:`` sections that only inspects files
 (``test ...`` / ``[ ... ]``; on Windows cmd's ``if [not] exist``, see ``feedstock.wincmd``) runs in
 bash, in the prefix that package's test env would have; commands that need the real runtime are
 counted. Last, every laid-out file must end up in exactly one package, or dropped.
