@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import stat
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from feedstock.bump import listings as bump_listings
+from feedstock.bump.layout import Placeholders
+from feedstock.bump.tools import Row
 from feedstock.paths import RECIPE, REPO
 from support.megabuild_cli import run_megabuild
 
@@ -17,7 +20,6 @@ DATA = REPO / "tests" / "data"
 # Listings of the real torch 2.14.1 wheels (scripts/list_wheel_files.py; see tests/data/README.md).
 TORCH_VERSION = "2.14.1"
 WHEEL_LISTING = DATA / "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"  # linux-64 CUDA 13.0 (PyPI)
-LISTING_HEADER = ["path", "size", "executable"]
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -114,13 +116,9 @@ def make_tree(root: Path, cuda: bool = False) -> Path:
     return root
 
 
-def read_listing(listing: Path) -> list[tuple[str, int, bool]]:
-    """Rows (path, size, executable) of a wheel listing."""
-    with open(listing, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        header = next(reader)
-        assert header == LISTING_HEADER, f"{listing}: unexpected header {header}"
-        return [(path, int(size), executable == "1") for path, size, executable in reader]
+def read_listing(listing: Path) -> list[Row]:
+    """Rows ``(path, size, executable)`` of a wheel listing: the version-bump check's reader."""
+    return bump_listings.read_listing(listing)
 
 
 def _with_parent(root: Path, path: str, made: set[str]) -> str:
@@ -133,7 +131,7 @@ def _with_parent(root: Path, path: str, made: set[str]) -> str:
     return full
 
 
-def lay_out_files(root: Path, rows: list[tuple[str, int, bool]], *, sparse: bool = True) -> int:
+def lay_out_files(root: Path, rows: Sequence[tuple[str, int, bool]], *, sparse: bool = True) -> int:
     """Create *rows* under *root*: sparse files of the real size, or empty placeholders.
     Executables get mode 0755, everything else 0644. Returns the count."""
     made: set[str] = set()
@@ -149,19 +147,11 @@ def lay_out_files(root: Path, rows: list[tuple[str, int, bool]], *, sparse: bool
     return len(rows)
 
 
-def lay_out_placeholders(root: Path, rows: list[tuple[str, int, bool]], blanks: Path) -> int:
-    """Create *rows* under *root* as empty placeholders: hard links to one empty file
-    per mode in *blanks* (0755 for executables, 0644 otherwise). Making 12k new
-    inodes takes seconds on some disks, 12k links a fraction of that. Never write
-    into a placeholder: all files of a mode share their inode. Returns the count."""
-    blank = {flag: blanks / ("blank-exe" if flag else "blank") for flag in (False, True)}
-    for flag, path in blank.items():
-        if not path.exists():
-            write(path, b"", 0o755 if flag else 0o644)
-    made: set[str] = set()
-    for path, _size, executable in rows:
-        full = _with_parent(root, path, made)
-        os.link(blank[executable], full)
+def lay_out_placeholders(root: Path, rows: Sequence[Row], blanks: Path) -> int:
+    """Create *rows* under *root* as empty placeholders, as the split procedure lays out a listing
+    (``feedstock.bump.layout.Placeholders``: hard links to one blank file per mode in *blanks*).
+    Never write into a placeholder. Returns the count."""
+    Placeholders(tuple(rows)).lay_out(rows, root, blanks)
     return len(rows)
 
 

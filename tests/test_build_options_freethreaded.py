@@ -20,7 +20,6 @@ BASE = {
     "PREFIX": "/w/h_env",
     "target_platform": "linux-64",
     "cuda_compiler_version": "None",
-    "megabuild": "true",
     "PY_VER": "3.14",
 }
 
@@ -37,7 +36,6 @@ BASE = {
 def test_free_threaded_py_ver(extra: dict[str, str], py_ver: str) -> None:
     opts = from_environment(BASE | extra)
     assert opts.py_ver == py_ver
-    assert not opts.is_top_level_python
 
 
 def test_build_state_accepts_the_t_build() -> None:

@@ -28,18 +28,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from feedstock.bump.recipe import read_recipe
+from feedstock.paths import REPO
 from harness import channel, ninja
 from harness.conda_build import RunResult, find_config, run_config, variant_value
 from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.python_files import foreign_python_files, python_of_abi
 from harness.pythons import CPython, find_cpythons, find_freethreaded
+from megabuild import model
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 
 pytestmark = pytest.mark.slow
 
 LINALG = "lib/libtorch_cuda_linalg.so"
-MEGABUILD_PYTHON = "3.12"  # the top-level host Python (recipe/build.sh)
+MEGABUILD_PYTHON = read_recipe(REPO).megabuild_python  # the top level's Python (meta.yaml, the one place)
 CUDA_CONFIG_H = "ATen/cuda/CUDAConfig.h"
 # Targets that must never rebuild for USE_MAGMA or for another Python.
 CORE_TARGETS = {
@@ -328,9 +331,11 @@ def test_scikit_build_core_ran_without_clearing_the_cache(run: RunResult) -> Non
 def test_the_build_runs_the_pipeline_description(run: RunResult) -> None:
     """The top level and every pytorch output ran exactly PIPELINE's steps for their target, in
     order (the bump check runs the same object: tests/test_pipeline.py)."""
-    target = Target("linux-64", cuda=True, megabuild=True)
-    for phase, step in [(Phase.TOP_LEVEL, run.step("libtorch-split")),
-                        *((Phase.PYTORCH, run.step("pytorch", py)) for py in run.pythons)]:  # fmt: skip
+    target = Target("linux-64", cuda=True)
+    install = [(Phase.of_output(s.name), s) for s in run.steps if s.name in (model.LIBTORCH, model.LINALG)]
+    assert [p for p, _ in install].count(Phase.LINALG) == 2 and Phase.LIBTORCH in dict(install)
+    for phase, step in [(Phase.TOP_LEVEL, run.step(model.TOP_LEVEL)), *install,
+                        *((Phase.PYTORCH, run.step(model.PYTORCH, py)) for py in run.pythons)]:  # fmt: skip
         log = step.log.read_text(errors="replace")
         announced = [line[len(STEP_MARK) :] for line in log.splitlines() if line.startswith(STEP_MARK)]
         assert announced == [f"{phase.value}: {s.name}" for s in PIPELINE.steps(phase, target)], step.log

@@ -32,7 +32,7 @@ from support.cmake_file_api import CacheEntries, differences, read_cache, reques
 from test_skbuild_megabuild import PER_RUN, PYTHON_TARGETS, _compiled_targets
 
 pytestmark = pytest.mark.slow
-TOP = "3.12"  # the top level's Python (recipe/megabuild/pipeline/options.py: MEGABUILD_PYTHON)
+TOP = "3.12"  # the top level's Python (meta.yaml's megabuild_python; the top level records it)
 IMPORT_CHECK = (
     "import json, sys, sysconfig, torch\n"
     "print(json.dumps({'gil_disabled_build': bool(sysconfig.get_config_var('Py_GIL_DISABLED')),\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import fnmatch
 import os
 import re
 import subprocess
@@ -12,15 +11,14 @@ from pathlib import Path
 
 import pytest
 from feedstock.bump import placeholder_build, split_run
-from feedstock.bump.listings import read_listing
-from feedstock.bump.placeholder_build import Layout
-from feedstock.bump.platforms import BY_NAME
-from feedstock.bump.split_spec import SplitSpec
+from feedstock.bump.layout import Layout, listing_layout
+from feedstock.bump.recipe import read_recipe
 from feedstock.paths import RECIPE, REPO
 from megabuild import cli
 from megabuild.errors import MegabuildError
+from megabuild.model import LIBTORCH, LINALG, PYTORCH, TOP_LEVEL, LinalgVariant
 from megabuild.pipeline import options, steps
-from megabuild.pipeline.description import PIPELINE, Action, Phase, Step, Target
+from megabuild.pipeline.description import PIPELINE, Action, Phase, ScriptRun, Step, Target
 
 LINUX_CUDA = Target("linux-64", cuda=True)
 WIN_CUDA = Target("win-64", cuda=True)
@@ -33,7 +31,8 @@ def names(steps: tuple[Step, ...] | list[Step]) -> list[str]:
 
 def test_the_top_level_steps_in_order() -> None:
     assert names(PIPELINE.steps(Phase.TOP_LEVEL, LINUX_CUDA)) == [
-        "record forwarded env", "pip install", "split stage", "magma relink", "split stage magma",
+        "record forwarded env", "record top-level Python", "pip install", "split stage", "magma relink",
+        "split stage magma",
         "split verify", "cache save", "build-state save",
     ]  # fmt: skip
     assert names(PIPELINE.steps(Phase.TOP_LEVEL, OSX, placeholders=True)) == [
@@ -50,8 +49,30 @@ def test_windows_has_no_magma_pass_no_linalg_package_and_no_link_back() -> None:
 
 
 def test_link_back_links_the_installed_packages_of_the_target() -> None:
-    assert PIPELINE.installed_outputs(LINUX_CUDA) == ("libtorch", "libtorch-cuda-linalg")
-    assert PIPELINE.installed_outputs(OSX) == ("libtorch",)
+    assert PIPELINE.installed_outputs(LINUX_CUDA) == (LIBTORCH, LINALG)
+    assert PIPELINE.installed_outputs(OSX) == (LIBTORCH,)
+
+
+def test_every_script_is_a_phase_of_its_output() -> None:
+    """``megabuild build <PKG_NAME>``: each output's script runs the phase of that output; the linalg
+    output's once per variant, and only where the platform has the lazy linalg library."""
+    assert [(r.phase.output, r.linalg_variant) for r in PIPELINE.script_runs(LINUX_CUDA)] == [
+        (TOP_LEVEL, None), (LINALG, LinalgVariant.MAGMA), (LINALG, LinalgVariant.NOMAGMA),
+        (LIBTORCH, None), (PYTORCH, None),
+    ]  # fmt: skip
+    assert [r.phase for r in PIPELINE.script_runs(WIN_CUDA)] == [
+        Phase.TOP_LEVEL,
+        Phase.LIBTORCH,
+        Phase.PYTORCH,
+    ]
+    assert {Phase.of_output(p.output) for p in Phase} == set(Phase)
+    with pytest.raises(MegabuildError, match="no build phase for output 'pytorch-cpu'"):
+        Phase.of_output("pytorch-cpu")
+
+
+def test_an_unknown_target_platform_is_one_line() -> None:
+    with pytest.raises(MegabuildError, match=r"'linux-ppc64le' is not one the feedstock builds"):
+        PIPELINE.steps(Phase.PYTORCH, Target("linux-ppc64le", cuda=False))
 
 
 def test_a_handler_table_must_match_the_pipeline() -> None:
@@ -113,10 +134,9 @@ def test_a_real_step_failure_is_one_line_naming_the_step(tmp_path: Path) -> None
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "python").symlink_to(sys.executable)
     src.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(RECIPE), PKG_NAME="libtorch-split", SRC_DIR=str(src),
+    env = dict(os.environ, PYTHONPATH=str(RECIPE), PKG_NAME=TOP_LEVEL, SRC_DIR=str(src),
                RECIPE_DIR=str(RECIPE), PREFIX=str(prefix), SP_DIR=str(tmp_path / "sp"), PY_VER="3.12",
-               target_platform="linux-64", cuda_compiler_version="None", megabuild="true",
-               PIP_NO_INDEX="1")  # fmt: skip
+               target_platform="linux-64", cuda_compiler_version="None", PIP_NO_INDEX="1")  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "megabuild", "build", "top-level"], capture_output=True,
                           text=True, check=False, env=env, cwd=src, timeout=300)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -129,25 +149,39 @@ def test_a_real_step_failure_is_one_line_naming_the_step(tmp_path: Path) -> None
 # -- the build and the bump check run the same pipeline -------------------------------------------
 
 
-def _layout(subdir: str, listing: str, cuda: bool) -> Layout:
-    platform = BY_NAME[subdir]
-    rows = [r for r in read_listing(REPO / "tests" / "data" / listing)
-            if not any(fnmatch.fnmatch(r.path, g) for g in platform.not_in_conda_build)]  # fmt: skip
-    spec = SplitSpec(RECIPE / "split_spec.json", subdir)
-    return Layout(platform, rows, "3.12", cuda, "test", [], spec)
+def _layout(listing: str) -> Layout:
+    return listing_layout(read_recipe(REPO), REPO / "tests" / "data" / listing)
+
+
+def _env(pkg_name: str, **extra: str) -> dict[str, str]:
+    return {"PKG_NAME": pkg_name, "SRC_DIR": "/src", "RECIPE_DIR": str(RECIPE), "PREFIX": "/p",
+            "SP_DIR": "/sp", "PY_VER": "3.12", "target_platform": "linux-64",
+            "cuda_compiler_version": "12.6", **extra}  # fmt: skip
 
 
 def test_build_and_bump_check_hold_the_same_pipeline_object() -> None:
     assert split_run.PIPELINE is steps.PIPELINE is placeholder_build.PIPELINE is PIPELINE
-    env = {"PKG_NAME": "pytorch", "SRC_DIR": "/src", "RECIPE_DIR": str(RECIPE), "PREFIX": "/p",
-           "SP_DIR": "/sp", "PY_VER": "3.12", "target_platform": "linux-64",
-           "cuda_compiler_version": "12.6", "megabuild": "true"}  # fmt: skip
-    real = steps.RealBuild(options.from_environment(env), env).handlers()
-    # `split install` runs in the install outputs' own scripts; everything else in `megabuild build`
-    assert set(real) == PIPELINE.actions() - {Action.INSTALL}
-    layout = _layout("osx-arm64", "torch-2.14.1-cp312-macosx_arm64-files.tsv", cuda=False)
+    env = _env(PYTORCH)
+    real = steps.RealBuild(options.from_environment(env), env, Phase.PYTORCH).handlers()
+    assert set(real) == PIPELINE.actions()  # every script is one `megabuild build` call
+    layout = _layout("torch-2.14.1-cp312-macosx_arm64-files.tsv")
     placeholders = placeholder_build.PlaceholderBuild(layout, placeholder_build.Places(Path("/x"), layout))
-    assert set(placeholders.handlers()) == PIPELINE.actions(placeholders=True)
+    assert set(placeholders.handlers(ScriptRun(Phase.LIBTORCH))) == PIPELINE.actions(placeholders=True)
+
+
+def test_the_linalg_variant_comes_from_with_magma() -> None:
+    assert options.from_environment(_env(LINALG, with_magma="true")).linalg_variant is LinalgVariant.MAGMA
+    assert options.from_environment(_env(LINALG, with_magma="false")).linalg_variant is LinalgVariant.NOMAGMA
+    assert options.from_environment(_env(LIBTORCH)).linalg_variant is None
+    with pytest.raises(MegabuildError, match="with_magma must be true or false, got 'yes'"):
+        options.from_environment(_env(LINALG, with_magma="yes"))
+
+
+def test_no_step_reads_the_retired_megabuild_key() -> None:
+    """Every config is a megabuild: ``megabuild`` in the environment changes nothing."""
+    assert options.from_environment(_env(PYTORCH, megabuild="false")) == options.from_environment(
+        _env(PYTORCH)
+    )
 
 
 @pytest.mark.parametrize(
@@ -163,19 +197,20 @@ def test_the_bump_check_runs_the_pipeline_steps(
     """Every phase, every step the platform rules keep, in order: a step the pipeline gains or a
     phase run out of order fails here. The pytorch output is laid out as its wheel.exclude leaves
     it, and link-back links the installed packages' files pip never installed."""
-    layout = _layout(subdir, listing, cuda)
+    layout = _layout(listing)
+    assert (layout.platform.subdir, layout.cuda) == (subdir, cuda)
+    target = placeholder_build.target_of(layout)
     places = placeholder_build.Places(tmp_path, layout)
-    results = split_run.Run(layout, places).all_phases()
+    results = split_run.Run(layout, places).all_scripts()
     expected = [f"{phase.value}: {s.name}" for phase, _ in PIPELINE.phases
-                for s in PIPELINE.steps(phase, layout.target, placeholders=True)]  # fmt: skip
-    linalg_runs = 2 if PIPELINE.steps(Phase.LINALG, layout.target) else 0  # magma, nomagma
-    assert [s for s in results.steps if s != "libtorch-cuda-linalg: split install"] == [
-        s for s in expected if s != "libtorch-cuda-linalg: split install"
-    ]
-    assert results.steps.count("libtorch-cuda-linalg: split install") == linalg_runs
-    assert not [f for f in results.failed if not f.startswith("no rendered")], results.failed
+                for s in PIPELINE.steps(phase, target, placeholders=True)]  # fmt: skip
+    linalg_install = f"{Phase.LINALG.value}: {Action.INSTALL.value}"
+    linalg_runs = 2 if PIPELINE.steps(Phase.LINALG, target) else 0  # magma, nomagma
+    assert [s for s in results.steps if s != linalg_install] == [s for s in expected if s != linalg_install]
+    assert results.steps.count(linalg_install) == linalg_runs
+    assert not results.failed, results.failed
     torch = places.prefix_site_packages / "torch"
-    if layout.windows:
+    if layout.platform.windows:
         assert not (torch / "lib" / "c10.dll").exists()  # wheel.exclude: libtorch's DLL is not packed
         assert (places.prefix / "Library" / "bin" / "c10.dll").is_file()
     else:

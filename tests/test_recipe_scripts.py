@@ -60,13 +60,48 @@ def test_top_level_script_does_not_use_with_magma() -> None:
     assert not re.search(r"\$\{?with_magma\b", text)
 
 
-def test_megabuild_python_agrees_between_meta_yaml_and_the_build_steps() -> None:
-    from megabuild.pipeline.options import MEGABUILD_PYTHON
-
+def test_the_megabuild_python_is_written_once() -> None:
+    """meta.yaml's ``megabuild_python`` is the one place: the top level records the Python it built
+    with, the outputs read that record (no module or script keeps a copy of the value)."""
     meta = (RECIPE / "meta.yaml").read_text()
-    in_meta = re.search(r'{%\s*set\s+megabuild_python\s*=\s*"([\d.]+)"\s*%}', meta)
-    assert in_meta
-    assert in_meta.group(1) == MEGABUILD_PYTHON
+    in_meta = re.findall(r'{%\s*set\s+megabuild_python\s*=\s*"([\d.]+)"\s*%}', meta)
+    assert len(in_meta) == 1
+    copy = re.compile(r"MEGABUILD_PYTHON|megabuild_python\s*=")
+    sources = [p for p in sorted(RECIPE.rglob("*")) if p.is_file() and p.suffix in (".py", ".sh", ".bat")]
+    copies = [p.relative_to(REPO).as_posix() for p in sources if copy.search(p.read_text(errors="replace"))]
+    assert not copies, copies
+
+
+def test_the_top_level_record_is_the_megabuild_python(tmp_path: Path) -> None:
+    from megabuild.errors import MegabuildError
+    from megabuild.pipeline import top_level_record
+
+    with pytest.raises(MegabuildError, match="the top level must run first") as missing:
+        top_level_record.read(tmp_path)
+    assert "\n" not in str(missing.value)
+    top_level_record.write(tmp_path, top_level_record.TopLevelRecord("3.12"))
+    assert top_level_record.read(tmp_path).python == "3.12"
+    (tmp_path / top_level_record.RECORD_NAME).write_text('{"python": "twelve"}')
+    with pytest.raises(MegabuildError, match=r"'python' must be a Python such as 3\.12"):
+        top_level_record.read(tmp_path)
+
+
+@pytest.mark.parametrize("script", ["install_libtorch.sh", "install_linalg.sh", "install_libtorch.bat"])
+def test_each_install_script_is_one_pipeline_call(script: str) -> None:
+    """The install outputs' scripts call ``megabuild build <PKG_NAME>`` once and nothing else."""
+    setup = ("#", "@REM", "@echo", "set ", "if errorlevel")
+    text = (RECIPE / script).read_text()
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(setup)]
+    assert len(lines) == 1 and re.search(r"-m megabuild build (\"\$PKG_NAME\"|%PKG_NAME%)$", lines[0]), lines
+
+
+def test_with_magma_stays_the_linalg_scripts_variant_key() -> None:
+    """conda-build counts a key used where a line's first ``$`` names it (design notes, section 2):
+    install_linalg.sh must keep ``with_magma`` so, and no other script may."""
+    first_dollar = re.compile(r"^[^$\n]*?\$\{?\s*with_magma\s*[\s|}]", re.M)
+    assert first_dollar.search((RECIPE / "install_linalg.sh").read_text())
+    others = [p.name for p in SCRIPTS if p.name != "install_linalg.sh" and "with_magma" in p.read_text()]
+    assert not others, others
 
 
 def test_build_sh_runs_no_setup_py_and_no_inline_program() -> None:

@@ -128,6 +128,7 @@ WHEEL_PLATFORMS = {
     "torch-2.14.1-cp312-linux_aarch64-cu130-files.tsv": ("manylinux_2_28_aarch64", "cp312"),
     "torch-2.14.1-cp312-macosx_arm64-files.tsv": ("macosx_14_0_arm64", "cp312"),
     "torch-2.14.1-cp312-win_amd64-files.tsv": ("win_amd64", "cp312"),
+    "torch-2.14.1-cp314-macosx_arm64-files.tsv": ("macosx_14_0_arm64", "cp314"),
     "torch-2.14.1-cp314t-linux_x86_64-cu130-files.tsv": ("manylinux_2_28_x86_64", "cp314t"),
     "torch-2.14.1-cp314t-macosx_arm64-files.tsv": ("macosx_14_0_arm64", "cp314t"),
     "torch-2.14.1-cp314t-win_amd64-files.tsv": ("win_amd64", "cp314t"),
@@ -135,8 +136,8 @@ WHEEL_PLATFORMS = {
 
 
 def _cached_wheel(platform: str, abi: str) -> Path:
-    """The wheel from scripts/check_patches.py's cache, fetched from PyPI if missing (cp314t
-    wheels in their own dir: check_patches takes any torch wheel of its platform dir)."""
+    """The wheel from scripts/check_patches.py's cache, fetched from PyPI if missing (cp314 and
+    cp314t wheels in their own dirs: check_patches takes any torch wheel of its platform dir)."""
     dest = check_patches.cache_dir() / (platform if abi == "cp312" else f"{platform}-{abi}")
     pattern = f"torch-{TORCH_VERSION}-*-{abi}-*.whl"
     if not sorted(dest.glob(pattern)):

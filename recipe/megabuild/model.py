@@ -2,12 +2,19 @@
 
 Every other module reads these names from here; ``recipe/meta.yaml`` (which conda-build reads, and
 which cannot import Python) is the only other place that spells them, and a test keeps it equal to
-this module. Per-platform facts join this model as typed descriptions (issue 31).
+this module (tests/test_model.py).
+
+The per-platform facts are one :class:`PlatformFacts` per conda target platform (:data:`PLATFORMS`):
+shared-library suffixes, whether the lazy CUDA linalg library and link-back exist, what upstream's
+wheel repair adds, and how upstream's wheels and this feedstock's listings name the platform. Where
+``split install`` puts each file (``Library/`` on Windows) is file placement, like the split rules:
+it stays data in ``recipe/split_spec.json`` (``install_roots``), read by ``megabuild.split.spec``.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, field
 
 from megabuild.errors import MegabuildError
 
@@ -48,3 +55,97 @@ class LinalgVariant(enum.Enum):
             if variant.with_magma == value.strip().lower():
                 return variant
         raise MegabuildError(f"with_magma must be true or false, got {value!r}")
+
+
+DROPPED = "_dropped"
+"""The split's name for files no package takes (staged under ``STAGING/_dropped``)."""
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    """What differs between the conda target platforms the feedstock builds."""
+
+    subdir: str
+    """conda's ``target_platform``: ``linux-64``."""
+    shlib_globs: tuple[str, ...]
+    """What ``{shlib}`` stands for in the split spec's patterns; the first is ``$SHLIB_EXT``."""
+    lazy_linalg: bool
+    """CUDA builds have the lazily loaded :data:`LINALG` library: a magma pass and a linalg package
+    (``BUILD_LAZY_CUDA_LINALG`` is Linux only; torch_cuda.dll links MAGMA itself)."""
+    symlinks: bool
+    """The pytorch output links libtorch's files back into site-packages (no symlinks on Windows:
+    torch adds ``Library\\bin`` to the DLL search path instead)."""
+    pip_tag: str
+    """``pip download --platform``, and the wheel cache's sub-directory."""
+    listing_tag: str
+    """The platform part of a listing's name: ``torch-<version>-cp312-<listing_tag>[-cu130]-files.tsv``."""
+    wheel_repair: dict[str, str] = field(default_factory=dict)
+    """Globs of files upstream's wheel repair copies into the wheel and a conda build never has
+    (left out of the split), each with the reason."""
+    stood_in_by: str = ""
+    """Upstream publishes no wheel for it (osx-64: none since 2.3); this platform's stands in."""
+
+    @property
+    def family(self) -> str:
+        """``linux``, ``osx`` or ``win``: what split rules' ``platforms`` lists name."""
+        return self.subdir.split("-", 1)[0]
+
+    @property
+    def shlib_ext(self) -> str:
+        """conda-build's ``$SHLIB_EXT``: ``.so``, ``.dylib``, ``.dll``."""
+        return self.shlib_globs[0]
+
+    @property
+    def windows(self) -> bool:
+        return self.family == "win"
+
+
+_LINUX_SHLIB = (".so", ".so.*")  # libfoo.so and versioned names (libfoo.so.1, libfoo.so.2.14.1)
+# libfoo.dylib and versioned names (libfoo.1.dylib): a literal '.' after the name, so
+# lib/libtorch{shlib} never matches libtorch_cpu.dylib
+_OSX_SHLIB = (".dylib", ".*.dylib")
+# Files the repair step of upstream's aarch64 wheel build copies into torch/lib
+# (.ci/aarch64_linux/aarch64_wheel_ci_build.py: update_wheel). A conda build never has them, so
+# the split leaves them out of the tree; a real build that produced one must fail the strict lib/.
+AARCH64_WHEEL_REPAIR = {
+    "torch/lib/libgfortran.so.*": "GNU Fortran runtime of the bundled NVPL LAPACK; conda has libgfortran",
+    "torch/lib/libnvpl_*.so.*": "NVIDIA Performance Libraries (BLAS/LAPACK); conda links libblas/liblapack",
+    "torch/lib/libarm_compute*.so": "Arm Compute Library for oneDNN (USE_MKLDNN_ACL, not set by build.sh)",
+}
+
+PLATFORMS = (
+    PlatformFacts(
+        "linux-64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
+        pip_tag="manylinux_2_28_x86_64", listing_tag="linux_x86_64",
+    ),
+    PlatformFacts(
+        "linux-aarch64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
+        pip_tag="manylinux_2_28_aarch64", listing_tag="linux_aarch64", wheel_repair=AARCH64_WHEEL_REPAIR,
+    ),
+    PlatformFacts(
+        "osx-arm64", _OSX_SHLIB, lazy_linalg=False, symlinks=True,
+        pip_tag="macosx_14_0_arm64", listing_tag="macosx_arm64",
+    ),
+    PlatformFacts(
+        "osx-64", _OSX_SHLIB, lazy_linalg=False, symlinks=True,
+        pip_tag="macosx_14_0_x86_64", listing_tag="macosx_x86_64", stood_in_by="osx-arm64",
+    ),
+    PlatformFacts(
+        "win-64", (".dll",), lazy_linalg=False, symlinks=False, pip_tag="win_amd64", listing_tag="win_amd64"
+    ),
+)  # fmt: skip
+"""Every platform the feedstock builds (design notes, section 5)."""
+
+
+def platform(subdir: str) -> PlatformFacts:
+    """The facts of conda target platform ``subdir``; an unknown one is a one-line error."""
+    for facts in PLATFORMS:
+        if facts.subdir == subdir:
+            return facts
+    known = ", ".join(p.subdir for p in PLATFORMS)
+    raise MegabuildError(f"target platform {subdir!r} is not one the feedstock builds ({known})")
+
+
+def families() -> dict[str, tuple[str, ...]]:
+    """Platform family -> its shared-library globs (the split spec's ``{shlib}``)."""
+    return {p.family: p.shlib_globs for p in PLATFORMS}

@@ -11,6 +11,8 @@ fixed ``build-dir``):
     the version-bump check runs the same object on placeholder files.
 ``options``
     everything a step needs, resolved once from conda-build's environment.
+``top_level_record``
+    the Python the top level built with (the megabuild Python), recorded for every output.
 ``forwarded_env``
     the variables PyTorch's ``EnvVarForwarding.cmake`` writes into the cache on every configure;
     recorded by the top level, and every output must export the same.

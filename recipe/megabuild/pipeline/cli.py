@@ -1,13 +1,15 @@
-"""``megabuild build ...``: the pipeline's steps (``recipe/build.sh`` sets the environment only).
+"""``megabuild build ...``: every conda-build script is one call (the scripts set the environment only).
 
-    python -m megabuild build top-level        # PKG_NAME=libtorch-split
+    python -m megabuild build top-level        # build.sh / bld.bat, PKG_NAME=libtorch-split
+    python -m megabuild build libtorch-cuda-linalg   # install_linalg.sh (with_magma: the variant)
+    python -m megabuild build libtorch         # install_libtorch.sh / .bat
     python -m megabuild build pytorch [--full-wheel]
     python -m megabuild build forwarded-env    # what EnvVarForwarding.cmake would put in the cache
     python -m megabuild build adopt [--build-dir build] [--source-dir .]   # run with the host Python
 
 Everything else comes from conda-build's environment (``PKG_NAME``, ``PY_VER``, ``SRC_DIR``,
 ``PREFIX``, ``SP_DIR``, ``RECIPE_DIR``, ``target_platform``, ``cuda_compiler_version``,
-``megabuild``, ``MAGMA_HOME``); a missing one is a one-line error.
+``with_magma``, ``MAGMA_HOME``); a missing one is a one-line error.
 """
 
 from __future__ import annotations
@@ -23,22 +25,13 @@ from megabuild.pipeline import forwarded_env, options, skbuild_state, steps
 from megabuild.pipeline.description import Phase
 
 
-def _expect(opts: options.BuildOptions, pkg_name: str) -> None:
-    if opts.pkg_name != pkg_name:
-        raise MegabuildError(f"this step builds {pkg_name}, but PKG_NAME is {opts.pkg_name!r}")
-
-
-def _top_level(_args: argparse.Namespace) -> int:
+def _phase(args: argparse.Namespace) -> int:
+    """One phase, in the script of the output it belongs to (``PKG_NAME`` says whose script runs)."""
+    phase: Phase = args.phase
     opts = options.from_environment()
-    _expect(opts, options.TOP_LEVEL)
-    steps.run(opts, os.environ, Phase.TOP_LEVEL)
-    return 0
-
-
-def _pytorch(args: argparse.Namespace) -> int:
-    opts = options.from_environment()
-    _expect(opts, options.PYTORCH)
-    steps.run(opts, os.environ, Phase.PYTORCH, full_wheel=args.full_wheel)
+    if opts.pkg_name != phase.output:
+        raise MegabuildError(f"this step builds {phase.output}, but PKG_NAME is {opts.pkg_name!r}")
+    steps.run(opts, os.environ, phase, full_wheel=getattr(args, "full_wheel", False))
     return 0
 
 
@@ -59,14 +52,19 @@ def register(groups: Any) -> None:
                                description=__doc__)  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="<step>", required=True)
     sub = commands.add_parser("top-level", help="build libtorch once and stage every output's files")
-    sub.set_defaults(handler=_top_level)
-    sub = commands.add_parser("pytorch", help="rebuild the Python-dependent targets for this Python")
+    sub.set_defaults(handler=_phase, phase=Phase.TOP_LEVEL)
+    for phase in (Phase.LINALG, Phase.LIBTORCH):
+        sub = commands.add_parser(phase.output, help=f"install the staged {phase.output} into $PREFIX")
+        sub.set_defaults(handler=_phase, phase=phase)
+    sub = commands.add_parser(
+        Phase.PYTORCH.output, help="rebuild the Python-dependent targets for this Python"
+    )
     sub.add_argument(
         "--full-wheel",
         action="store_true",
         help="pack libtorch into the wheel too, as scikit-build-core does by default (benchmarks)",
     )
-    sub.set_defaults(handler=_pytorch)
+    sub.set_defaults(handler=_phase, phase=Phase.PYTORCH)
     sub = commands.add_parser("adopt", help="adopt build/ for this Python's scikit-build-core")
     sub.add_argument("--build-dir", type=Path, default=Path("build"))
     sub.add_argument("--source-dir", type=Path, default=Path("."))

@@ -1,5 +1,9 @@
 """What every build step needs, resolved once from conda-build's environment (cibuildwheel's habit:
-options are read in one place, and the steps only use this object)."""
+options are read in one place, and the steps only use this object).
+
+The megabuild Python (the top level's) is not an option: the top level records the Python it built
+with in its work dir (:mod:`megabuild.pipeline.top_level_record`), and every output reads it there;
+``megabuild_python`` in ``recipe/meta.yaml`` is the one place that writes it."""
 
 from __future__ import annotations
 
@@ -10,12 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
+from megabuild.model import LinalgVariant
 from megabuild.pipeline.description import Target
-
-# Keep in sync with `megabuild_python` in meta.yaml: the Python the top level configures against.
-MEGABUILD_PYTHON = "3.12"
-TOP_LEVEL = "libtorch-split"
-PYTORCH = "pytorch"
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,10 @@ class BuildOptions:
     py_ver: str
     target_platform: str
     cuda: bool
-    megabuild: bool
     magma_home: Path | None
     telemetry_dir: Path
     compiler_cache: bool
-    megabuild_python: str = MEGABUILD_PYTHON
+    linalg_variant: LinalgVariant | None = None  # the linalg output's, from ``with_magma``
 
     @property
     def build_dir(self) -> Path:
@@ -69,13 +68,9 @@ class BuildOptions:
         return self.target_platform.startswith("win-")
 
     @property
-    def is_top_level_python(self) -> bool:
-        return self.py_ver == self.megabuild_python
-
-    @property
     def target(self) -> Target:
         """What the pipeline's platform rules look at."""
-        return Target(self.target_platform, self.cuda, self.megabuild)
+        return Target(self.target_platform, self.cuda)
 
 
 def _required(env: Mapping[str, str], name: str) -> str:
@@ -85,11 +80,10 @@ def _required(env: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    value = env.get(name, "").strip().lower()
-    if value not in ("true", "false", "1", "0"):
-        raise MegabuildError(f"{name} must be true or false, got {env.get(name)!r}")
-    return value in ("true", "1")
+def _linalg_variant(env: Mapping[str, str]) -> LinalgVariant | None:
+    """conda-build exports the linalg output's ``with_magma`` variant value; other outputs have none."""
+    value = env.get("with_magma")
+    return None if value is None else LinalgVariant.from_with_magma(value)
 
 
 def _abi_flag(env: Mapping[str, str]) -> str:
@@ -124,8 +118,8 @@ def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
         py_ver=py_ver,
         target_platform=_required(env, "target_platform"),
         cuda=cuda,
-        megabuild=_flag(env, "megabuild"),
         magma_home=Path(magma_home) if cuda and magma_home else None,
         telemetry_dir=Path(env.get("FEEDSTOCK_BUILD_TELEMETRY") or src_dir / "_megabuild" / "telemetry"),
         compiler_cache=Path(env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")).stem == "sccache",  # or sccache.exe
+        linalg_variant=_linalg_variant(env),
     )

@@ -18,9 +18,18 @@ from megabuild.cache import store
 from megabuild.cache.restore import PythonSwap, restore
 from megabuild.errors import MegabuildError
 from megabuild.magma import replay
-from megabuild.pipeline import forwarded_env, frontend, skbuild_state, telemetry, wheel_settings
+from megabuild.model import LIBTORCH, LINALG, LinalgVariant
+from megabuild.pipeline import (
+    forwarded_env,
+    frontend,
+    skbuild_state,
+    telemetry,
+    top_level_record,
+    wheel_settings,
+)
 from megabuild.pipeline.description import PIPELINE, Action, Handler, Phase, Step, Wheel
 from megabuild.pipeline.options import BuildOptions
+from megabuild.split.install import plan_install
 from megabuild.split.link_back import plan_link_back
 from megabuild.split.spec import Spec, load_spec
 from megabuild.split.stage import plan_stage
@@ -41,17 +50,20 @@ def _say(lines: list[str]) -> None:
 class RealBuild:
     """The handlers of every pipeline step, on conda-build's work dir and prefix."""
 
-    def __init__(self, opts: BuildOptions, env: Mapping[str, str], *, full_wheel: bool = False) -> None:
+    def __init__(
+        self, opts: BuildOptions, env: Mapping[str, str], phase: Phase, *, full_wheel: bool = False
+    ) -> None:
         self.opts = opts
         self.env = env
+        self.phase = phase
         self.full_wheel = full_wheel  # benchmarks: pack libtorch into every pytorch wheel too
         self.spec: Spec = load_spec(opts.split_spec, opts.target_platform)
 
     def handlers(self) -> dict[Action, Handler]:
-        """Every step of `megabuild build`; ``split install`` runs in the install outputs' own
-        scripts (install_libtorch.sh, install_linalg.sh)."""
+        """Every step of `megabuild build`, whichever output's script runs it."""
         return {
             Action.RECORD_ENV: self.record_env,
+            Action.RECORD_PYTHON: self.record_python,
             Action.PIP_INSTALL: self.pip_install,
             Action.STAGE: self.stage,
             Action.MAGMA_RELINK: self.magma_relink,
@@ -62,6 +74,7 @@ class RealBuild:
             Action.CHECK_ENV: self.check_env,
             Action.PREPARE_TREE: self.prepare_tree,
             Action.CHECK_TREE_KEPT: self.check_tree_kept,
+            Action.INSTALL: self.split_install,
             Action.LINK_BACK: self.link_back,
         }
 
@@ -73,6 +86,11 @@ class RealBuild:
         forwarded_env.record(opts.telemetry_dir / "forwarded-env.libtorch.json", self.env)
         print(f"forwarded environment: {len(recorded)} variables recorded for every later step")
 
+    def record_python(self, _step: Step) -> None:
+        record = top_level_record.TopLevelRecord(self.opts.py_ver)
+        path = top_level_record.write(self.opts.work, record)
+        print(f"top level: built with Python {record.python} (recorded in {path.name} for every output)")
+
     def pip_install(self, step: Step) -> None:
         opts = self.opts
         excludes = None
@@ -81,7 +99,7 @@ class RealBuild:
                 self.spec
             )
         settings = wheel_settings.config_settings(opts.sp_dir, excludes)
-        name = "libtorch" if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
+        name = LIBTORCH if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
         with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache):
             result = frontend.pip_install(opts.python, opts.src_dir, settings, opts.sp_dir, opts.prefix)
         print(result.line(), flush=True)
@@ -90,7 +108,11 @@ class RealBuild:
         # the installed tree of this prefix's pip install: staging moves its files (no copies)
         tree = self.opts.sp_dir / "torch"
         planned = plan_stage(
-            self.spec, tree, self.opts.staging, cuda=self.opts.cuda, linalg_variant="nomagma"
+            self.spec,
+            tree,
+            self.opts.staging,
+            cuda=self.opts.cuda,
+            linalg_variant=LinalgVariant.NOMAGMA.value,
         )
         _say(planned.run().lines())
 
@@ -106,12 +128,14 @@ class RealBuild:
         out = self._magma_out
         planned = replay.plan(opts.build_dir, out, replay.LIBRARY, replay.TARGET, opts.magma_home,
                               MAGMA_DEFINES, out / "torch/lib")  # fmt: skip
-        with telemetry.build_pass(opts.telemetry_dir, "magma", opts.build_dir, opts.compiler_cache):
+        with telemetry.build_pass(
+            opts.telemetry_dir, LinalgVariant.MAGMA.value, opts.build_dir, opts.compiler_cache
+        ):
             _say(replay.run(planned))
 
     def stage_magma(self, _step: Step) -> None:
         planned = plan_stage(self.spec, self._magma_out / "torch", self.opts.staging, cuda=self.opts.cuda,
-                             linalg_variant="magma", only=["libtorch-cuda-linalg"])  # fmt: skip
+                             linalg_variant=LinalgVariant.MAGMA.value, only=[LINALG])  # fmt: skip
         _say(planned.run().lines())
 
     def verify(self, _step: Step) -> None:
@@ -124,7 +148,7 @@ class RealBuild:
         # conda-build orders the pytorch outputs differently from run to run; keeping this build
         # lets the top level's Python skip its compiles wherever its output comes (docs/architecture.md).
         opts = self.opts
-        state = snapshot.save(opts.build_dir, opts.build_state, opts.megabuild_python)
+        state = snapshot.save(opts.build_dir, opts.build_state, opts.py_ver)  # the top level's Python
         print(snapshot.save_report(state, opts.build_state), flush=True)
 
     # -- each pytorch output ------------------------------------------------------------------
@@ -138,18 +162,30 @@ class RealBuild:
     def prepare_tree(self, _step: Step) -> None:
         """The shared tree, made consistent with this output's Python and backend."""
         opts = self.opts
-        swap = None
-        if opts.megabuild and not opts.is_top_level_python:
-            swap = PythonSwap(opts.megabuild_python, opts.py_ver)
+        top = top_level_record.read(opts.work).python
+        swap = PythonSwap(top, opts.py_ver) if opts.py_ver != top else None
         _say(restore(opts.build_dir / "CMakeCache.txt", swap))
-        if opts.megabuild:
-            _say(buildstate_restore.restore_for(opts.build_dir, opts.build_state, opts.py_ver))
+        _say(buildstate_restore.restore_for(opts.build_dir, opts.build_state, opts.py_ver))
         adoption = skbuild_state.adopt(opts.build_dir, opts.src_dir, skbuild_state.installed_backend())
         print(adoption.line(), flush=True)
         skbuild_state.mark(opts.build_dir)
 
     def check_tree_kept(self, _step: Step) -> None:
         skbuild_state.check_kept(self.opts.build_dir)
+
+    # -- the install outputs ------------------------------------------------------------------
+    def split_install(self, _step: Step) -> None:
+        """The staged files of this script's output into $PREFIX (the linalg output: its variant)."""
+        opts = self.opts
+        variant = None
+        if self.phase is Phase.LINALG:
+            if opts.linalg_variant is None:
+                raise MegabuildError(f"with_magma is not set (conda-build exports it to {LINALG}'s script)")
+            variant = opts.linalg_variant.value
+        planned = plan_install(
+            self.spec, self.phase.output, opts.staging, opts.prefix, linalg_variant=variant
+        )
+        _say(planned.run().lines())
 
     def link_back(self, step: Step) -> None:
         # libtorch's headers live in $PREFIX/include only (patches 0003/0004); what the wheel left
@@ -168,7 +204,7 @@ class RealBuild:
 
 def run(opts: BuildOptions, env: Mapping[str, str], phase: Phase, *, full_wheel: bool = False) -> None:
     """One phase of :data:`PIPELINE` on the real build."""
-    build = RealBuild(opts, env, full_wheel=full_wheel)
+    build = RealBuild(opts, env, phase, full_wheel=full_wheel)
     ran = PIPELINE.run(phase, opts.target, build.handlers(), announce=_announce)
     skipped = [s.name for s in PIPELINE.all_steps(phase) if s not in ran]
     if skipped:

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from megabuild.model import LIBTORCH, LINALG, LinalgVariant
 from megabuild.split.plan import Plan
-from megabuild.split.spec import DEFAULT_SPEC, LINALG, Spec, host_target_platform, load_spec
+from megabuild.split.spec import DEFAULT_SPEC, Spec, host_target_platform, load_spec
 
 
 def _spec_arg(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +90,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return _print(report.lines())
 
 
+_VARIANTS = "/".join(v.value for v in LinalgVariant)
+_INSTALL_OUTPUT = f"{LIBTORCH}, {LINALG} (with --linalg-variant) or {LinalgVariant.MAGMA.staged_name}"
+
+
 def register(groups: Any) -> None:
     split = groups.add_parser(
         "split",
@@ -102,15 +107,13 @@ def register(groups: Any) -> None:
     p.add_argument("--tree", type=Path, required=True, help="the built torch/ tree (build/lib.*/torch)")
     p.add_argument("--staging", type=Path, required=True, help="staging root (STAGING/<output>/...)")
     p.add_argument("--cuda", action="store_true", help="CUDA build: CUDA-only required files must exist")
-    p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} (magma/nomagma)")
+    p.add_argument("--linalg-variant", metavar="NAME", help=f"variant name for {LINALG} ({_VARIANTS})")
     p.add_argument("--only", nargs="+", metavar="OUTPUT", help="stage only these outputs")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan, move nothing")
     p.set_defaults(handler=cmd_stage)
 
     p = sub.add_parser("install", help="move a staged output into the prefix")
-    p.add_argument(
-        "output", metavar="OUTPUT", help=f"libtorch, {LINALG} (with --linalg-variant) or {LINALG}-magma"
-    )
+    p.add_argument("output", metavar="OUTPUT", help=_INSTALL_OUTPUT)
     _spec_arg(p)
     p.add_argument("--staging", type=Path, required=True)
     p.add_argument("--prefix", type=Path, required=True)

@@ -8,9 +8,9 @@ area (``lib/``, ``bin/``, ``share/``), where every file needs an explicit rule.
 
 The spec is bound to one conda target platform (``linux-64``, ``osx-arm64``,
 ...) when loaded: ``{name}`` placeholders in patterns expand to the values the
-spec's ``platforms`` table gives the platform's family (``{shlib}``: ``.so`` and
-``.so.*`` on linux, ``.dylib`` and ``.*.dylib`` on osx), and rules with a
-``platforms`` list apply only there.
+spec's ``platforms`` table gives the platform's family, or without one
+:mod:`megabuild.model`'s (``{shlib}``: ``.so`` and ``.so.*`` on linux, ``.dylib``
+and ``.*.dylib`` on osx), and rules with a ``platforms`` list apply only there.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from megabuild.errors import MegabuildError
+from megabuild.model import DROPPED, LINALG, families
+
+__all__ = ["DROPPED", "LINALG"]  # re-exported for the split's modules
 
 DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "split_spec.json"
 REQUIRED_VALUES = ("always", "cuda", "cpu", "never")
-LINALG = "libtorch-cuda-linalg"
-DROPPED = "_dropped"
 RULE_KEYS = {"pattern", "output", "required", "note", "prefix_link", "platforms"}
 INSTALL_ROOT_KEYS = {"pattern", "dest", "note"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -308,9 +309,10 @@ def show_pattern(pattern: str, placeholders: dict[str, tuple[str, ...]]) -> str:
 
 
 def _load_platforms(raw: object, where: str) -> dict[str, dict[str, tuple[str, ...]]]:
-    """The ``platforms`` table: family -> placeholder -> values (every family defines the same names)."""
+    """The ``platforms`` table: family -> placeholder -> values (every family defines the same names).
+    Without one (the recipe's spec): ``{shlib}`` per family from :mod:`megabuild.model`."""
     if raw is None:
-        return {}
+        return {family: {"shlib": globs} for family, globs in families().items()}
     if not isinstance(raw, dict) or not raw:
         raise MegabuildError(f"{where}: 'platforms' must be a non-empty object (family -> placeholders)")
     table: dict[str, dict[str, tuple[str, ...]]] = {}

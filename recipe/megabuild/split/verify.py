@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
+from megabuild.model import LIBTORCH
 from megabuild.split.fsmove import walk_entries
 from megabuild.split.spec import DROPPED, Spec, format_paths
 
@@ -113,7 +114,7 @@ def check(spec: Spec, parts: list[Part], *, cuda: bool, staging: bool) -> list[s
 
     if staging:
         present = {p.label for p in parts}
-        expected = {"libtorch"} if "libtorch" in spec.outputs else set()
+        expected = {LIBTORCH} if LIBTORCH in spec.outputs else set()
         for output in spec.staged_outputs:
             for variant in spec.variants(output):
                 name = spec.staging_name(output, variant)

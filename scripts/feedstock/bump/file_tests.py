@@ -7,18 +7,21 @@ runtime and is counted, not run.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from megabuild.model import LinalgVariant
+from megabuild.pipeline.description import ScriptRun
+
 from .. import wincmd
 from ..render import RenderedOutput
-from .placeholder_build import write_new
 
 FILE_TESTS = ("test", "[")
 # Files of other packages a test env holds and the rendered tests look at.
-STAND_INS = {("libtorch-cuda-linalg", "true"): ["lib/libmagma{ext}"]}  # libmagma: run dep of magma
+STAND_INS = {LinalgVariant.MAGMA: ["lib/libmagma{ext}"]}  # libmagma: run dep of the magma variant
 
 
 @dataclass
@@ -82,9 +85,11 @@ def run_win_tests(output: RenderedOutput, env: dict[str, str], results: SplitRun
             results.failed.append(f"{output.name}: {command}")
 
 
-def stand_ins(where: Path, output: RenderedOutput, ext: str) -> None:
-    """Files of other packages the output's test env holds (its run dependencies)."""
-    for path in STAND_INS.get((output.name, output.variant.get("with_magma", "")), []):
+def stand_ins(where: Path, run: ScriptRun, ext: str) -> None:
+    """Files of other packages the script run's test env holds (its run dependencies)."""
+    for path in STAND_INS.get(run.linalg_variant, []) if run.linalg_variant is not None else []:
         target = where / path.format(ext=ext)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_new(target, b"stand-in")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)  # never a placeholder's inode
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"stand-in")

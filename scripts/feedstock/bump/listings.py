@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild.model import PYTORCH
+
 from ..errors import FeedstockError, capped
 from .platforms import Platform
 from .report import Finding, Level
@@ -52,7 +54,7 @@ def listing_text(rows: list[Row]) -> str:
 def listing_name(wheel: WheelFacts, platform: Platform) -> str:
     """tests/data/README.md's naming: ``torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv``."""
     variant = f"-{wheel.local_version}" if wheel.local_version.startswith(("cu", "rocm")) else ""
-    tag = "cp" + wheel.python.replace(".", "")
+    tag = wheel.python_build.abi_tag  # cp314t next to cp314: two listings
     return f"torch-{wheel.version}-{tag}-{platform.listing_tag}{variant}-files.tsv"
 
 
@@ -114,7 +116,7 @@ class ListingDiff:
 
     def left_out(self, path: str) -> bool:
         """A wheel-only file a conda build never has (the split leaves it out)."""
-        return any(fnmatch.fnmatch(path, glob) for glob in self.platform.not_in_conda_build)
+        return any(fnmatch.fnmatch(path, glob) for glob in self.platform.wheel_repair)
 
 
 def _finding(level: Level, diff: ListingDiff, text: str) -> Finding:
@@ -126,7 +128,7 @@ def _placement(spec: SplitSpec | None, path: str) -> str:
     if spec is None:
         return "(no split rules)"
     if not path.startswith("torch/"):
-        return "pytorch"
+        return PYTORCH
     placed = spec.place(path.removeprefix("torch/"))
     return placed.output or f"NO PACKAGE ({placed.problem})"
 

@@ -1,34 +1,33 @@
-"""The build pipeline's handlers on a wheel's files laid out as empty placeholders.
+"""The build pipeline's handlers on a wheel's tree laid out from a :class:`~.layout.TreeSource`.
 
-Each handler does to the placeholders what :class:`megabuild.pipeline.steps.RealBuild` (and the
-install outputs' ``split install``) does to the built files, through the same typed split calls:
-``pip install .`` lays the wheel out (the pytorch output: minus its ``wheel.exclude``), the magma
-relink writes a new linalg library, ``split install`` also writes the conda-meta record conda would
-(link-back's ``--link-installed`` reads it). What the steps print is not shown: their report lines
-describe placeholders; a refusal becomes :class:`SplitStepFailed`.
+Each handler does to the laid-out files what :class:`megabuild.pipeline.steps.RealBuild` does to
+the built ones, through the same typed split calls: ``pip install .`` lays the wheel out (the
+pytorch output: minus its ``wheel.exclude``), the magma relink writes a new linalg library, ``split
+install`` also writes the conda-meta record conda would (link-back's ``--link-installed`` reads it).
+Which output a script run installs, and which linalg variant, is the :class:`ScriptRun` the
+pipeline gives (conda-build gives the real scripts the same through ``PKG_NAME`` and
+``with_magma``). What the steps print is not shown: their report lines describe placeholders.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from megabuild.pipeline.description import PIPELINE, Action, Handler, Step, Target, Wheel
+from megabuild.model import LINALG, LinalgVariant
+from megabuild.pipeline.description import PIPELINE, Action, Handler, ScriptRun, Step, Target, Wheel
 from megabuild.split.install import plan_install
 from megabuild.split.link_back import plan_link_back
 from megabuild.split.stage import plan_stage
 from megabuild.split.verify import verify
 
 from .. import wincmd
-from ..render import RenderedOutput
-from .platforms import Platform
+from .layout import Layout
 from .split_spec import SplitSpec
-from .tools import Row
 
-LINALG = "libtorch-cuda-linalg"
 LINALG_LIBRARY = "lib/libtorch_cuda_linalg{ext}"  # what the magma pass relinks
 
 
@@ -36,35 +35,16 @@ class SplitStepFailed(Exception):
     """A split step refused: the split of this layout stops there."""
 
 
-@dataclass(frozen=True)
-class Layout:
-    platform: Platform
-    rows: list[Row]  # the files a conda build has (wheel-repair files left out)
-    python: str
-    cuda: bool
-    config: str
-    outputs: list[RenderedOutput]
-    spec: SplitSpec
-
-    @property
-    def windows(self) -> bool:
-        return self.platform.subdir.startswith("win-")
-
-    @property
-    def target(self) -> Target:
-        return Target(self.platform.subdir, self.cuda)
+def target_of(layout: Layout) -> Target:
+    return Target(layout.platform.subdir, layout.cuda)
 
 
 @dataclass(frozen=True)
 class Places:
-    """The directories of one run: the top level's prefix, the output prefix, staging."""
+    """The directories of one run: the top level's prefix, each output's prefix, staging."""
 
     work: Path
     layout: Layout
-
-    @property
-    def blanks(self) -> Path:
-        return self.work / "blanks"
 
     @property
     def staging(self) -> Path:
@@ -72,16 +52,23 @@ class Places:
 
     @property
     def prefix(self) -> Path:
+        """The prefix of libtorch, pytorch and the nomagma linalg variant (their host/test env)."""
         return self.work / "prefix"
+
+    def prefix_of(self, run: ScriptRun) -> Path:
+        """Where a script run installs: the magma variant into a test env of its own."""
+        if run.linalg_variant is LinalgVariant.MAGMA:
+            return self.work / f"prefix-{run.linalg_variant.staged_name}"
+        return self.prefix
 
     @property
     def magma_tree(self) -> Path:
         return self.work / "magma-linalg" / "torch"
 
     def site_packages(self, prefix: Path) -> Path:
-        if self.layout.windows:
-            return Path(wincmd.conda_test_env(prefix, self.layout.python)["SP_DIR"])
-        return prefix / f"lib/python{self.layout.python}/site-packages"
+        if self.layout.platform.windows:
+            return Path(wincmd.conda_test_env(prefix, self.layout.python.version)["SP_DIR"])
+        return prefix / f"lib/python{self.layout.python.name}/site-packages"
 
     @property
     def top_site_packages(self) -> Path:
@@ -90,24 +77,6 @@ class Places:
     @property
     def prefix_site_packages(self) -> Path:
         return self.site_packages(self.prefix)
-
-
-def lay_out(root: Path, rows: Sequence[Row], blanks: Path) -> None:
-    """Every row as an empty placeholder: a hard link to one blank file per mode (12k links take
-    a fraction of the time of 12k new files). Never write into one: they share their inode."""
-    blank = {flag: blanks / ("blank-exe" if flag else "blank") for flag in (False, True)}
-    blanks.mkdir(parents=True, exist_ok=True)
-    for flag, path in blank.items():
-        if not path.exists():
-            path.touch(0o755 if flag else 0o644)
-            path.chmod(0o755 if flag else 0o644)
-    made: set[Path] = set()
-    for row in rows:
-        full = root / row.path
-        if full.parent not in made:
-            full.parent.mkdir(parents=True, exist_ok=True)
-            made.add(full.parent)
-        os.link(blank[row.executable], full)
 
 
 def write_new(path: Path, data: bytes) -> None:
@@ -131,12 +100,10 @@ def staged_files(staging: Path) -> dict[str, set[str]]:
 
 @dataclass
 class PlaceholderBuild:
-    """The pipeline's handlers for one layout. ``install`` says what the next install phase's
-    ``split install`` installs where (the install outputs' scripts take it from their variant)."""
+    """The pipeline's handlers for one layout; :meth:`handlers` binds them to one script run."""
 
     layout: Layout
     places: Places
-    install: tuple[str, Path] = ("libtorch", Path())
     staged: dict[str, set[str]] = field(default_factory=dict)  # staging after the top level
     wheel_exclude_problems: list[str] = field(default_factory=list)
 
@@ -144,26 +111,27 @@ class PlaceholderBuild:
     def spec(self) -> SplitSpec:
         return self.layout.spec
 
-    def handlers(self) -> dict[Action, Handler]:
+    def handlers(self, run: ScriptRun) -> dict[Action, Handler]:
         return {
             Action.PIP_INSTALL: self.pip_install,
             Action.STAGE: self.stage,
             Action.MAGMA_RELINK: self.magma_relink,
             Action.STAGE_MAGMA: self.stage_magma,
             Action.VERIFY: self.verify,
-            Action.INSTALL: self.split_install,
+            Action.INSTALL: partial(self.split_install, run),
             Action.LINK_BACK: self.link_back,
         }
 
     def pip_install(self, step: Step) -> None:
         rows = self.layout.rows
+        scratch = self.places.work / "source"
         if step.wheel is Wheel.FULL:
-            lay_out(self.places.top_site_packages, rows, self.places.blanks)
+            self.layout.source.lay_out(rows, self.places.top_site_packages, scratch)
             return
         excluded = self.spec.wheel_excluded(row.path for row in rows)
         self._check_wheel_exclude(excluded)
         kept = [row for row in rows if row.path not in excluded]
-        lay_out(self.places.prefix_site_packages, kept, self.places.blanks)
+        self.layout.source.lay_out(kept, self.places.prefix_site_packages, scratch)
 
     def _check_wheel_exclude(self, excluded: set[str]) -> None:
         """What wheel.exclude leaves out is exactly what the top level moved out of pytorch."""
@@ -178,35 +146,36 @@ class PlaceholderBuild:
     def stage(self, _step: Step) -> None:
         tree = self.places.top_site_packages / "torch"
         plan_stage(self.spec.spec, tree, self.places.staging, cuda=self.layout.cuda,
-                   linalg_variant="nomagma").run()  # fmt: skip
+                   linalg_variant=LinalgVariant.NOMAGMA.value).run()  # fmt: skip
 
     def magma_relink(self, _step: Step) -> None:
         library = self.places.magma_tree / LINALG_LIBRARY.format(ext=self.layout.platform.shlib_ext)
         library.parent.mkdir(parents=True, exist_ok=True)
-        write_new(library, b"magma")
+        write_new(library, LinalgVariant.MAGMA.value.encode())
 
     def stage_magma(self, _step: Step) -> None:
         plan_stage(self.spec.spec, self.places.magma_tree, self.places.staging, cuda=self.layout.cuda,
-                   linalg_variant="magma", only=[LINALG]).run()  # fmt: skip
+                   linalg_variant=LinalgVariant.MAGMA.value, only=[LINALG]).run()  # fmt: skip
 
     def verify(self, _step: Step) -> None:
         verify(self.spec.spec, staging=self.places.staging, cuda=self.layout.cuda)
 
-    def split_install(self, _step: Step) -> None:
-        output, prefix = self.install
+    def split_install(self, run: ScriptRun, _step: Step) -> None:
+        prefix = self.places.prefix_of(run)
         before = files_under(prefix)
-        plan_install(self.spec.spec, output, self.places.staging, prefix).run()
-        package = LINALG if output.startswith(LINALG) else output
-        conda_meta_record(prefix, package, sorted(files_under(prefix) - before))
+        variant = run.linalg_variant.value if run.linalg_variant is not None else None
+        output = run.phase.output
+        plan_install(self.spec.spec, output, self.places.staging, prefix, linalg_variant=variant).run()
+        conda_meta_record(prefix, output, sorted(files_under(prefix) - before))
 
     def link_back(self, step: Step) -> None:
         plan_link_back(
             self.spec.spec,
             self.places.prefix,
             self.places.prefix_site_packages,
-            python_tag=f"cpython-{self.layout.python.replace('.', '')}",
+            python_tag=self.layout.python.cache_tag,
             drop_libtorch_headers=step.drop_libtorch_headers,
-            link_installed=PIPELINE.installed_outputs(self.layout.target),
+            link_installed=PIPELINE.installed_outputs(target_of(self.layout)),
         ).run()
 
 

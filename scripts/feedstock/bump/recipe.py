@@ -7,9 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild.model import LinalgVariant
+
 from ..configs import Config, list_configs
 from ..errors import UsageError
 from ..render import RenderedOutput, render_config
+from .pythons import PythonBuild
 
 _SET = r"^\{%-?\s*set\s+%s\s*=\s*\"([^\"]+)\"\s*-?%\}"
 
@@ -127,11 +130,31 @@ def rendered(recipe: Recipe, config: Config) -> list[RenderedOutput]:
     return render_config(config.path, recipe.recipe_dir)
 
 
-def pick(outputs: Iterable[RenderedOutput], name: str, **variant: str) -> RenderedOutput | None:
-    """The one rendered output ``name`` whose variant values start with ``variant``'s."""
-    found = [
+def matching(
+    outputs: Iterable[RenderedOutput],
+    name: str,
+    *,
+    python: PythonBuild | None = None,
+    linalg: LinalgVariant | None = None,
+) -> list[RenderedOutput]:
+    """The rendered outputs ``name`` of that Python build (version AND ABI: 3.14 is not 3.14t) and
+    linalg variant (``None``: any)."""
+    return [
         o
         for o in outputs
-        if o.name == name and all(o.variant.get(k, "").startswith(v) for k, v in variant.items())
+        if o.name == name
+        and (python is None or python.selects(o.variant.get("python", "")))
+        and (linalg is None or o.variant.get("with_magma") == linalg.with_magma)
     ]
+
+
+def pick(
+    outputs: Iterable[RenderedOutput],
+    name: str,
+    *,
+    python: PythonBuild | None = None,
+    linalg: LinalgVariant | None = None,
+) -> RenderedOutput | None:
+    """The one rendered output :func:`matching` selects; ``None`` when there is none or several."""
+    found = matching(outputs, name, python=python, linalg=linalg)
     return found[0] if len(found) == 1 else None

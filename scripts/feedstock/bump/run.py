@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild.model import PYTORCH
 from packaging.version import Version
 
 from ..configs import short_alias
 from ..errors import UsageError
 from ..render import RenderedOutput
 from . import listings as lst
+from .layout import Layout, Placeholders, conda_rows
 from .metadata import backend_findings, dependency_findings, python_findings
 from .patches import patch_findings
 from .platforms import Platform
 from .recipe import Recipe, config_for, cuda_of, minor_key, pick, read_recipe, rendered
 from .report import Finding, Level, Report
-from .split_run import Layout, split_findings
+from .split_run import split_findings
 from .split_spec import SpecUnavailable, SplitSpec
 from .tools import Row, sha256_of, wheel_rows
 from .wheels import Fetched, Missing, WheelFacts, baseline_wheel, fetch, no_wheel_at_all, read_wheel
@@ -126,11 +127,6 @@ def baseline_wheels(options: Options, recipe: Recipe, pythons: Sequence[str]) ->
     return found
 
 
-def _conda_rows(platform: Platform, rows: list[Row]) -> list[Row]:
-    """The wheel's files a conda build has: without the wheel-repair files."""
-    return [r for r in rows if not any(fnmatch.fnmatch(r.path, g) for g in platform.not_in_conda_build)]
-
-
 def prepare(recipe: Recipe, fetched: Fetched) -> Checked:
     """List the wheel, pick and render its config, load the spec for its platform."""
     platform, wheel = fetched.platform, fetched.wheel
@@ -171,7 +167,7 @@ def listing_findings(recipe: Recipe, checked: Checked) -> list[Finding]:
             *lst.package_findings(diff, checked.spec),
         ]
     if checked.spec is not None:
-        rows = _conda_rows(platform, checked.rows)
+        rows = list(conda_rows(platform, checked.rows))
         found += lst.required_findings(platform, rows, checked.spec, checked.cuda)
     if checked.spec_problem:
         found.append(Finding("listings", Level.ACTION, f"{platform.subdir}: {checked.spec_problem}"))
@@ -183,7 +179,7 @@ def merged_dependency_findings(checked: Sequence[Checked]) -> list[Finding]:
     platforms_of: dict[tuple[Level, str], list[str]] = {}
     for one in checked:
         wheel = one.fetched.wheel
-        pytorch = pick(one.outputs, "pytorch", python=wheel.python)
+        pytorch = pick(one.outputs, PYTORCH, python=wheel.python_build)
         if pytorch is None:
             continue
         family = one.platform.subdir.split("-")[0]
@@ -197,7 +193,7 @@ def merged_dependency_findings(checked: Sequence[Checked]) -> list[Finding]:
 
 def pytorch_host(checked: Sequence[Checked]) -> list[str]:
     for one in checked:
-        pytorch = pick(one.outputs, "pytorch", python=one.fetched.wheel.python)
+        pytorch = pick(one.outputs, PYTORCH, python=one.fetched.wheel.python_build)
         if pytorch is not None:
             return pytorch.requirements.get("host", [])
     return []
@@ -206,9 +202,11 @@ def pytorch_host(checked: Sequence[Checked]) -> list[str]:
 def layout_of(checked: Checked) -> Layout | None:
     if checked.spec is None or checked.config is None:
         return None
-    rows = _conda_rows(checked.platform, checked.rows)
-    python = checked.fetched.wheel.python
-    return Layout(checked.platform, rows, python, checked.cuda, checked.config, checked.outputs, checked.spec)
+    platform, spec = checked.platform, checked.spec
+    source = Placeholders(tuple(checked.rows))
+    rows = conda_rows(platform, checked.rows)
+    python = checked.fetched.wheel.python_build
+    return Layout(platform, source, rows, python, checked.cuda, checked.config, tuple(checked.outputs), spec)
 
 
 def split_section(recipe: Recipe, checked: Sequence[Checked]) -> list[Finding]:

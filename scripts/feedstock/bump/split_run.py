@@ -1,19 +1,23 @@
-"""The split of a new wheel's layout: the recipe's build pipeline on placeholders, checked by the
-recipe's own rendered file tests.
+"""The split procedure: one wheel's layout through the recipe's build pipeline, checked by the
+recipe's own rendered file tests. The version-bump check and tests/test_split_real_layouts.py run
+this one procedure (:func:`split_in`, :func:`split_findings`).
 
-The bump check runs :data:`megabuild.pipeline.description.PIPELINE`, the object ``megabuild build
-top-level|pytorch`` runs on the real build, phase by phase (top level, libtorch-cuda-linalg,
-libtorch, pytorch), through :class:`PlaceholderBuild`: its handlers do to the wheel's files, laid
-out as empty placeholders, what the build does to the built ones, with the same typed split calls
-(``stage``, ``verify``, ``install``, ``link-back``). Steps that need the real CMake tree (the
-forwarded environment, the cache, the build state) are the only ones left out; the pipeline refuses
-a handler table that misses any other. So the per-platform rules are the build's: no magma pass, no
-linalg package and no link-back on Windows; every pytorch output packs only what its per-Python
-``wheel.exclude`` leaves (the placeholders of excluded files are never laid out), and link-back
-links the installed packages' files (``--link-installed``, from the conda-meta records the install
-phases leave, as conda's would).
+It runs :data:`megabuild.pipeline.description.PIPELINE`, the object every conda-build script runs
+as ``megabuild build <output>``, script run by script run (:meth:`Pipeline.script_runs`: the top
+level, the linalg output once per variant, libtorch, pytorch), through :class:`PlaceholderBuild`:
+its handlers do to the wheel's files, laid out from the layout's source (placeholders from a
+listing, or a real unpacked wheel: ``feedstock.bump.layout``), what the build does to the built
+ones, with the same typed split calls (``stage``, ``verify``, ``install``, ``link-back``). Steps
+that need the real CMake tree (the forwarded environment, the top-level record, the cache, the
+build state) are the only ones left out; the pipeline refuses a handler table that misses any
+other. So the per-platform rules are the build's (``megabuild.model.PlatformFacts``): no magma
+pass, no linalg package and no link-back on Windows; every pytorch output packs only what its
+per-Python ``wheel.exclude`` leaves (excluded files are never laid out), and link-back links the
+installed packages' files (``--link-installed``, from the conda-meta records the install runs
+leave, as conda's would). Each rendered output is picked by its whole variant: name, Python build
+(3.14 is not 3.14t) and linalg variant.
 
-After each install phase every command of the rendered ``test:`` sections that only inspects files
+After each script run of a package every command of the rendered ``test:`` sections that only inspects files
 (``test ...`` / ``[ ... ]``; on Windows cmd's ``if [not] exist``, see ``feedstock.wincmd``) runs in
 bash, in the prefix that package's test env would have; commands that need the real runtime are
 counted. Last, every laid-out file must end up in exactly one package, or dropped.
@@ -26,21 +30,23 @@ import tempfile
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
-from megabuild.pipeline.description import PIPELINE, Phase
+from megabuild.model import DROPPED, LIBTORCH, LINALG, PYTORCH
+from megabuild.pipeline.description import PIPELINE, Phase, ScriptRun
 
 from .. import wincmd
 from ..render import RenderedOutput
 from .file_tests import SplitRun, is_file_test, run_tests, run_win_tests, stand_ins
-from .placeholder_build import LINALG, Layout, PlaceholderBuild, Places, SplitStepFailed, staged_files
-from .recipe import pick
+from .layout import Layout
+from .placeholder_build import PlaceholderBuild, Places, SplitStepFailed, staged_files, target_of
+from .recipe import matching
 from .report import Finding, Level
 
-__all__ = ["Layout", "is_file_test", "split_findings", "staged_files"]
+__all__ = ["Layout", "Places", "is_file_test", "split_findings", "split_in", "staged_files"]
 SECTION = "split"
 
 
 class Run:
-    """One layout through every phase of the pipeline, with the rendered tests after each install."""
+    """One layout through every script run of the pipeline, with the rendered tests after each."""
 
     def __init__(self, layout: Layout, places: Places) -> None:
         self.layout = layout
@@ -48,78 +54,57 @@ class Run:
         self.build = PlaceholderBuild(layout, places)
         self.results = SplitRun()
 
-    def phase(self, phase: Phase) -> None:
+    def script(self, run: ScriptRun) -> None:
+        """One script run: the pipeline's steps for it, then its package's rendered file tests."""
         try:
-            ran = PIPELINE.run(phase, self.layout.target, self.build.handlers(), placeholders=True)
+            ran = PIPELINE.run(run.phase, target_of(self.layout), self.build.handlers(run), placeholders=True)
         except MegabuildError as exc:
             raise SplitStepFailed(str(exc)) from None
-        self.results.steps += [f"{phase.value}: {step.name}" for step in ran]
+        self.results.steps += [f"{run.phase.value}: {step.name}" for step in ran]
+        if run.phase is Phase.TOP_LEVEL:  # not a package: what it staged is what the installs move
+            self.results.staged = self.build.staged = staged_files(self.places.staging)
+            return
+        if run.phase is Phase.PYTORCH:
+            self.results.failed += self.build.wheel_exclude_problems
+        self.test(run)
 
     def test_env(self, prefix: Path) -> dict[str, str]:
-        if self.layout.windows:
-            return wincmd.conda_test_env(prefix, self.layout.python)
+        if self.layout.platform.windows:
+            return wincmd.conda_test_env(prefix, self.layout.python.version)
         return {
             "PATH": "/usr/bin:/bin",
             "PREFIX": str(prefix),
             "SP_DIR": str(self.places.site_packages(prefix)),
             "SHLIB_EXT": self.layout.platform.shlib_ext,
-            "PY_VER": self.layout.python,
+            "PY_VER": self.layout.python.version,
         }
 
-    def test(self, output: RenderedOutput | None, prefix: Path) -> None:
+    def output(self, run: ScriptRun) -> RenderedOutput | None:
+        """The rendered output of this script run: by name, Python build (version and ABI) and
+        linalg variant."""
+        python = self.layout.python if run.phase is Phase.PYTORCH else None
+        found = matching(self.layout.outputs, run.phase.output, python=python, linalg=run.linalg_variant)
+        if len(found) != 1:
+            wanted = " ".join(str(w) for w in (run.phase.output, python, run.linalg_variant) if w is not None)
+            self.results.failed.append(f"{len(found)} rendered {wanted} in {self.layout.config}")
+            return None
+        return found[0]
+
+    def test(self, run: ScriptRun) -> None:
+        output = self.output(run)
         if output is None:
             return
-        if self.layout.windows:
+        prefix = self.places.prefix_of(run)
+        stand_ins(prefix, run, self.layout.platform.shlib_ext)
+        if self.layout.platform.windows:
             run_win_tests(output, self.test_env(prefix), self.results)
         else:
             run_tests(output, self.test_env(prefix), self.places.work, self.results)
 
-    def output(self, name: str, **variant: str) -> RenderedOutput | None:
-        found = pick(self.layout.outputs, name, **variant)
-        if found is None:
-            wanted = f"{name} {variant}" if variant else name
-            self.results.failed.append(f"no rendered {wanted} in {self.layout.config}")
-        return found
-
-    def linalg(self) -> None:
-        """install_linalg.sh per variant, each tested in its own env; nomagma's continues as $PREFIX."""
-        if not PIPELINE.steps(Phase.LINALG, self.layout.target):
-            return  # no linalg package for this target (CPU, Windows)
-        for magma, variant in (("true", "magma"), ("false", "nomagma")):
-            where = self.places.work / f"prefix-linalg-{variant}"
-            self.build.install = (f"{LINALG}-{variant}", where)
-            self.phase(Phase.LINALG)
-            output = self.output(LINALG, with_magma=magma)
-            if output is not None:
-                stand_ins(where, output, self.layout.platform.shlib_ext)
-            self.test(output, where)
-        os.rename(self.places.work / "prefix-linalg-nomagma", self.places.prefix)
-
-    def top_level(self) -> None:
-        self.phase(Phase.TOP_LEVEL)
-        self.results.staged = self.build.staged = staged_files(self.places.staging)
-
-    def libtorch(self) -> None:
-        self.build.install = ("libtorch", self.places.prefix)
-        self.phase(Phase.LIBTORCH)
-        self.test(self.output("libtorch"), self.places.prefix)
-
-    def pytorch(self) -> None:
-        self.phase(Phase.PYTORCH)
-        self.results.failed += self.build.wheel_exclude_problems
-        self.test(self.output("pytorch", python=self.layout.python), self.places.prefix)
-
-    def all_phases(self) -> SplitRun:
-        """Every phase, in the pipeline's order; raises SplitStepFailed (and KeyError for a phase
-        the pipeline has and this run does not know: the two must not drift apart)."""
-        runs = {
-            Phase.TOP_LEVEL: self.top_level,
-            Phase.LINALG: self.linalg,
-            Phase.LIBTORCH: self.libtorch,
-            Phase.PYTORCH: self.pytorch,
-        }
-        for phase, _steps in PIPELINE.phases:
-            runs[phase]()
+    def all_scripts(self) -> SplitRun:
+        """Every script run of the pipeline for this layout, in order; raises SplitStepFailed."""
+        for run in PIPELINE.script_runs(target_of(self.layout)):
+            self.script(run)
         return self.results
 
 
@@ -127,9 +112,7 @@ def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[
     """For every laid-out file, the packages holding its bytes (or ``_dropped``). libtorch's and
     linalg's count where ``split install`` put them; pytorch's are the real files left in its
     site-packages (its symlinks into $PREFIX hold no bytes); the linalg variants count once."""
-    linalg = {
-        rel for name, files in staged.items() if name.startswith("libtorch-cuda-linalg") for rel in files
-    }
+    linalg = {rel for name, files in staged.items() if name.startswith(LINALG) for rel in files}
     sp_dir = places.prefix_site_packages
     found: dict[str, list[str]] = {}
     for row in layout.rows:
@@ -139,10 +122,10 @@ def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[
         held = [
             name
             for name, holds in (
-                ("libtorch", in_prefix and rel in staged.get("libtorch", set())),
-                ("libtorch-cuda-linalg", in_prefix and rel in linalg),
-                ("pytorch", (sp_dir / row.path).is_file() and not (sp_dir / row.path).is_symlink()),
-                ("_dropped", rel in staged.get("_dropped", set())),
+                (LIBTORCH, in_prefix and rel in staged.get(LIBTORCH, set())),
+                (LINALG, in_prefix and rel in linalg),
+                (PYTORCH, (sp_dir / row.path).is_file() and not (sp_dir / row.path).is_symlink()),
+                (DROPPED, rel in staged.get(DROPPED, set())),
             )
             if holds
         ]
@@ -151,7 +134,10 @@ def owners(layout: Layout, places: Places, staged: dict[str, set[str]]) -> dict[
 
 
 def _ownership_findings(layout: Layout, places: Places, staged: dict[str, set[str]]) -> list[Finding]:
+    """Every file in exactly one package (or dropped), and no link in site-packages dangling."""
     found = owners(layout, places, staged)
+    torch_sp = places.prefix_site_packages / "torch"
+    dangling = sorted(str(p) for p in torch_sp.rglob("*") if p.is_symlink() and not p.exists())
     nowhere = sorted(p for p, held in found.items() if not held)
     twice = sorted(p for p, held in found.items() if len(held) > 1)
     subdir = layout.platform.subdir
@@ -164,6 +150,9 @@ def _ownership_findings(layout: Layout, places: Places, staged: dict[str, set[st
         out.append(
             Finding(SECTION, Level.ACTION, f"{subdir}: {len(twice)} file(s) in two packages: {twice[:5]}")
         )
+    if dangling:
+        text = f"{subdir}: {len(dangling)} dangling link(s) in site-packages: {dangling[:5]}"
+        out.append(Finding(SECTION, Level.ACTION, text))
     return out
 
 
@@ -171,7 +160,7 @@ def _steps_summary(layout: Layout, ran: list[str]) -> str:
     """The pipeline steps that ran, and those its platform rules leave out for this target."""
     done = list(dict.fromkeys(line.split(": ", 1)[1] for line in ran))
     left_out = [
-        f"{step.name} ({phase.value})" if phase is not Phase.TOP_LEVEL else step.name
+        f"{step.name} ({phase.output})" if phase is not Phase.TOP_LEVEL else step.name
         for phase, steps in PIPELINE.phases
         for step in steps
         if not step.build_tree and f"{phase.value}: {step.name}" not in ran
@@ -182,20 +171,26 @@ def _steps_summary(layout: Layout, ran: list[str]) -> str:
     return text
 
 
-def split_findings(layout: Layout) -> list[Finding]:
-    """The split of one layout and its rendered tests, as findings."""
+def split_in(layout: Layout, work: Path) -> list[Finding]:
+    """The split of one layout and its rendered tests, as findings, in ``work`` (an empty directory
+    the caller keeps: :class:`Places` ``(work, layout)`` names the prefixes and staging in it)."""
     subdir = f"{layout.platform.subdir} ({layout.config}, Python {layout.python})"
-    with tempfile.TemporaryDirectory(prefix="bump-split-") as tmp:
-        places = Places(Path(tmp), layout)
-        try:
-            results = Run(layout, places).all_phases()
-        except SplitStepFailed as exc:
-            return [Finding(SECTION, Level.ACTION, f"{subdir}: {exc}")]
-        found = [Finding(SECTION, Level.ACTION, f"{subdir}: test fails: {line}") for line in results.failed]
-        found += _ownership_findings(layout, places, results.staged)
+    places = Places(work, layout)
+    try:
+        results = Run(layout, places).all_scripts()
+    except SplitStepFailed as exc:
+        return [Finding(SECTION, Level.ACTION, f"{subdir}: {exc}")]
+    found = [Finding(SECTION, Level.ACTION, f"{subdir}: test fails: {line}") for line in results.failed]
+    found += _ownership_findings(layout, places, results.staged)
     level = Level.INFO if found else Level.OK
     summary = (
         f"{subdir}: {_steps_summary(layout, results.steps)}; {results.ran} file checks of the rendered "
         f"tests ran, {len(results.failed)} failed; {results.not_run} need the real runtime (not run)"
     )
     return [Finding(SECTION, level, summary), *found]
+
+
+def split_findings(layout: Layout) -> list[Finding]:
+    """:func:`split_in` a temporary directory, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="bump-split-") as tmp:
+        return split_in(layout, Path(tmp))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import patch_check, wheel_files
 from ..wheel_files import list_wheel
@@ -14,9 +15,9 @@ from ..wheel_files import list_wheel
 # -- wheel listings (feedstock.wheel_files) ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Row:
-    """One line of a listing: a file of the wheel outside its ``.dist-info``."""
+class Row(NamedTuple):
+    """One line of a listing: a file of the wheel outside its ``.dist-info`` (a tuple, so
+    ``path, size, executable = row`` reads it too)."""
 
     path: str
     size: int

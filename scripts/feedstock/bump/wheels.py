@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import FeedstockError
 from .platforms import Platform
+from .pythons import PythonBuild
 from .tools import pip_download
 
 DOWNLOAD_TIMEOUT = 1800.0  # seconds; the linux CUDA wheel is over 500 MB
@@ -55,6 +56,12 @@ class WheelFacts:
     classifier_pythons: tuple[str, ...]  # ``Programming Language :: Python :: 3.X``
     generator: str  # WHEEL's Generator:, e.g. ``scikit-build-core 1.1.1``
     local_version: str  # ``cu130`` of ``2.14.1+cu130`` in torch/version.py, "" for none
+
+    @property
+    def python_build(self) -> PythonBuild:
+        """The Python build of its ABI tag: ``cp314t`` is 3.14 free-threaded, ``cp314`` is not."""
+        parts = self.path.name.split("-")
+        return PythonBuild.from_abi_tag(parts[3] if len(parts) >= 5 else "")
 
 
 @dataclass(frozen=True)
