@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from megabuild.errors import MegabuildError
-from megabuild.upstream_tests.selection import TestEnv, load_selection, pytest_args
+from megabuild.upstream_tests.selection import PackageTestEnv, load_selection, pytest_args
 
 # next to the megabuild package: recipe/ in the feedstock, the test dir in conda-build's test phase
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "upstream_tests.json"
@@ -36,8 +36,8 @@ def this_python() -> str:
     return f"{sys.version_info[0]}.{sys.version_info[1]}{'t' if free_threaded else ''}"
 
 
-def _env(args: argparse.Namespace, python: str) -> TestEnv:
-    return TestEnv(
+def _env(args: argparse.Namespace, python: str) -> PackageTestEnv:
+    return PackageTestEnv(
         platform=args.target_platform,
         cuda=args.cuda,
         blas=args.blas,

@@ -44,7 +44,9 @@ _ANCHOR_KEYS = {
     "pytorch_version",
     "test_files",
     "inductor_files",
-    "skip_count",
+    "skip_lines",
+    "skipped_tests",
+    "about_skips",
 }
 _UNIVERSE_KEYS = {"platforms": "platform", "cuda": "cuda", "blas": "blas", "pythons": "python"}
 # a -k term: names joined by and/or/not and parentheses (pytest's -k grammar, without its rarer forms)
@@ -53,7 +55,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
-class TestEnv:
+class PackageTestEnv:
     """One test env of the ``pytorch`` output: its config's values and its Python."""
 
     platform: str
@@ -73,7 +75,7 @@ class Selector:
     blas: tuple[str, ...] | None = None
     python: tuple[str, ...] | None = None
 
-    def matches(self, env: TestEnv) -> bool:
+    def matches(self, env: PackageTestEnv) -> bool:
         if self.platform is not None and env.platform not in self.platform:
             return False
         if isinstance(self.cuda, bool) and self.cuda != (env.cuda != NO_CUDA):
@@ -105,7 +107,7 @@ class Setting:
 
 
 @dataclass(frozen=True)
-class TestFile:
+class UpstreamFile:
     path: str
     when: Selector
     reason: str
@@ -118,7 +120,7 @@ class Selection:
     anchor_commit: str
     anchor_files: tuple[str, ...]
     full_pythons: tuple[str, ...]
-    files: tuple[TestFile, ...]
+    files: tuple[UpstreamFile, ...]
     markers: str
     timeout_s: int
     extra_args: tuple[str, ...]
@@ -126,22 +128,22 @@ class Selection:
     environment: tuple[tuple[str, str], ...]
     skips: tuple[Skip, ...]
 
-    def is_full(self, env: TestEnv) -> bool:
+    def is_full(self, env: PackageTestEnv) -> bool:
         """Whether *env*'s Python runs the upstream tests (the others get the smoke checks)."""
         wanted = {env.megabuild_python if p == MEGABUILD_PYTHON else p for p in self.full_pythons}
         return env.python in wanted
 
-    def skips_for(self, env: TestEnv) -> tuple[Skip, ...]:
+    def skips_for(self, env: PackageTestEnv) -> tuple[Skip, ...]:
         return tuple(skip for skip in self.skips if skip.when.matches(env))
 
-    def files_for(self, env: TestEnv) -> tuple[str, ...]:
+    def files_for(self, env: PackageTestEnv) -> tuple[str, ...]:
         return tuple(f.path for f in self.files if f.when.matches(env))
 
-    def workers_for(self, env: TestEnv) -> int:
+    def workers_for(self, env: PackageTestEnv) -> int:
         return next(s.value for s in self.workers if s.when.matches(env))
 
 
-def pytest_args(selection: Selection, env: TestEnv) -> list[str] | None:
+def pytest_args(selection: Selection, env: PackageTestEnv) -> list[str] | None:
     """The arguments after ``python -m pytest`` for *env*; None where its Python only gets smoke checks."""
     check_env(selection, env)
     if not selection.is_full(env):
@@ -154,7 +156,7 @@ def pytest_args(selection: Selection, env: TestEnv) -> list[str] | None:
     return args
 
 
-def check_env(selection: Selection, env: TestEnv) -> None:
+def check_env(selection: Selection, env: PackageTestEnv) -> None:
     """Refuse a test env the data does not know: a typo there would silently select nothing."""
     known = selection.universe
     given = {"platform": env.platform, "blas": env.blas, "python": env.python}
@@ -203,7 +205,13 @@ def parse_selection(raw: Any) -> Selection:
     skips = tuple(_skip(entry, f"skips[{i}]", universe) for i, entry in enumerate(_items(data, "skips")))
     _no_duplicates([s.test for s in skips], "skips")
     _no_duplicates([f.path for f in files], "files")
-    _not_kept(data["anchor_skips_not_kept"], {s.test for s in skips})
+    from_anchor = {s.test for s in skips if s.anchor is not None}
+    not_kept = _not_kept(data["anchor_skips_not_kept"], {s.test for s in skips})
+    if not isinstance(anchor["skipped_tests"], int) or len(from_anchor) + not_kept != anchor["skipped_tests"]:
+        raise MegabuildError(
+            f"the anchor skips {anchor['skipped_tests']} tests, but {len(from_anchor)} skips name it as "
+            f"their source and {not_kept} are listed as not kept: account for each"
+        )
     full = _mapping(data["full_pythons"], "full_pythons", required={"pythons", "reason"})
     full_pythons = _texts(full["pythons"], "full_pythons.pythons")
     _text(full["reason"], "full_pythons.reason")
@@ -275,12 +283,12 @@ def _skip(raw: Any, where: str, universe: Mapping[str, tuple[str, ...]]) -> Skip
     )
 
 
-def _test_file(raw: Any, where: str, universe: Mapping[str, tuple[str, ...]]) -> TestFile:
+def _test_file(raw: Any, where: str, universe: Mapping[str, tuple[str, ...]]) -> UpstreamFile:
     entry = _mapping(raw, where, required={"path", "when", "reason"})
     path = _text(entry["path"], f"{where}.path")
     if not (path.startswith("test/") and path.endswith(".py")) or ".." in path.split("/"):
         raise MegabuildError(f"{where}.path: an upstream test file under test/, got {path!r}")
-    return TestFile(
+    return UpstreamFile(
         path, _selector(entry["when"], f"{where}.when", universe), _text(entry["reason"], f"{where}.reason")
     )
 
@@ -308,8 +316,8 @@ def _environment(raw: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _not_kept(raw: Any, kept: set[str]) -> None:
-    """The anchor's skips we do not keep, each with why; none may be kept too."""
+def _not_kept(raw: Any, kept: set[str]) -> int:
+    """The anchor's skips we do not keep, each with why; none may be kept too. Returns how many."""
     if not isinstance(raw, list):
         raise MegabuildError("anchor_skips_not_kept: a list")
     for i, item in enumerate(raw):
@@ -319,6 +327,7 @@ def _not_kept(raw: Any, kept: set[str]) -> None:
         _text(entry["why_not"], f"anchor_skips_not_kept[{i}].why_not")
         if test in kept:
             raise MegabuildError(f"anchor_skips_not_kept[{i}]: {test!r} is in skips too")
+    return len(raw)
 
 
 def _check_k_term(term: str, where: str) -> None:
