@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -360,3 +362,71 @@ def test_run_on_a_full_python_needs_the_upstream_test_tree(tmp_path: Path) -> No
     this = f"{sys.version_info[0]}.{sys.version_info[1]}"
     res = _cli("run", *ENV_ARGS, this, cwd=tmp_path)
     assert res.returncode == 1 and "upstream test files missing" in res.stderr, res
+
+
+REQUIRE_PLUGINS_ENV = "FEEDSTOCK_REQUIRE_PYTEST_PLUGINS"
+
+
+def _plugins_or_skip() -> None:
+    """pytest-xdist and pytest-timeout, which the recipe's test env installs, in this interpreter."""
+    missing = [name for name in ("xdist", "pytest_timeout") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    reason = f"{missing} not importable (pip install pytest-xdist pytest-timeout)"
+    if os.environ.get(REQUIRE_PLUGINS_ENV, "") not in ("", "0"):
+        pytest.fail(f"{REQUIRE_PLUGINS_ENV} is set but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+UPSTREAM_STAND_IN = """
+import os
+
+
+class TestTorch:
+    def test_print(self):
+        raise AssertionError("the data skips this test")
+
+    def test_threads(self):
+        assert os.environ["OMP_NUM_THREADS"] == "4"
+
+
+def test_keep():
+    pass
+"""
+
+
+def test_run_executes_the_command_with_xdist_and_timeout(tmp_path: Path) -> None:
+    """``run`` as the test phase calls it, on stand-ins at the data's paths: the real pytest with
+    pytest-xdist and pytest-timeout takes the generated options, the skips deselect, and a skip
+    taken out of the data makes the run fail."""
+    _plugins_or_skip()
+    this = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for path in load_selection(DATA).files_for(PackageTestEnv("linux-64", "13.0", "mkl", this, this)):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(UPSTREAM_STAND_IN, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env_args = [*ENV_ARGS, this]
+    res = _run_with_this_python(tmp_path, "run", *env_args)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    assert "upstream-tests: OMP_NUM_THREADS=4" in res.stdout and "-n 1" in res.stdout
+    # 10 files: test_threads and test_keep pass in each, every test_print is deselected
+    assert re.search(r"= 20 passed in ", res.stdout), res.stdout[-2000:]
+    bad = tmp_path / "bad.json"
+    data = _mutate(
+        lambda d: d.update(skips=[s for s in d["skips"] if s["test"] != "TestTorch and test_print"])
+    )
+    data["anchor"]["skipped_tests"] -= 1
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    res = _run_with_this_python(tmp_path, "run", *env_args, "--data", bad)
+    assert res.returncode == 1 and "10 failed" in res.stdout, res.stdout[-2000:]
+
+
+def _run_with_this_python(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "megabuild", "upstream-tests", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(RECIPE)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
