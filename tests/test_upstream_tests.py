@@ -313,17 +313,41 @@ def test_keep_me():
 """
 
 
-def _collect(tmp_path: Path, k: str, m: str) -> subprocess.CompletedProcess[str]:
+# One interpreter for every expression (a pytest start per expression costs seconds): the real
+# pytest.main collects the probe with each -k/-m and reports the exit code and what it kept.
+COLLECT_EACH = """
+import json, sys
+import pytest
+
+class Kept:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+out = []
+for k, m in json.load(open(sys.argv[1])):
+    kept = Kept()
+    kept.ids = []
+    opts = ["--collect-only", "-q", "-p", "no:cacheprovider", "-c", "pytest.ini", "-k", k, "-m", m]
+    code = pytest.main([*opts, "test_probe.py"], plugins=[kept])
+    out.append([int(code), kept.ids])
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def _collect(tmp_path: Path, expressions: list[tuple[str, str]]) -> list[tuple[int, set[str]]]:
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
-    options = ["--collect-only", "-q", "-p", "no:cacheprovider", "-c", "pytest.ini", "-k", k, "-m", m]
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *options, "test_probe.py"],
+    (tmp_path / "in.json").write_text(json.dumps(expressions), encoding="utf-8")
+    res = subprocess.run(
+        [sys.executable, "-c", COLLECT_EACH, "in.json", "out.json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=False,
     )
+    assert res.returncode == 0, res.stderr
+    found = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    return [(code, {i.removeprefix("test_probe.py::") for i in ids}) for code, ids in found]
 
 
 def test_real_pytest_parses_every_generated_expression(tmp_path: Path) -> None:
@@ -337,13 +361,13 @@ def test_real_pytest_parses_every_generated_expression(tmp_path: Path) -> None:
         if got is not None:
             expressions.add((got[got.index("-k") + 1], got[got.index("-m") + 1]))
     assert expressions
-    for k, m in sorted(expressions):
-        res = _collect(tmp_path, k, m)
-        assert res.returncode == 0, f"{k}: {res.stdout}{res.stderr}"
-        collected = set(re.findall(r"test_probe\.py::(\S+)", res.stdout))
-        assert collected == {"TestTorch::test_tensor_keep", "test_keep_me"}, (k, collected)
-    # the check can fail: pytest refuses a broken expression
-    assert _collect(tmp_path, "not ((test_a or))", "not hypothesis").returncode == 4
+    # the check can fail: pytest refuses a broken expression (exit 4, usage error)
+    broken = ("not ((test_a or))", "not hypothesis")
+    *results, refused = _collect(tmp_path, [*sorted(expressions), broken])
+    assert refused[0] == 4
+    for (k, _m), (code, kept) in zip(sorted(expressions), results, strict=True):
+        assert code == 0, k
+        assert kept == {"TestTorch::test_tensor_keep", "test_keep_me"}, (k, kept)
 
 
 # ---------------------------------------------------------------------------------------------
