@@ -11,7 +11,6 @@ setlocal
 @REM which conda-build always exports) from the environment; conda-build exports a key only to a
 @REM script that names it as %key% (design notes, section 2): this line is that use.
 echo Building %PKG_NAME% %PKG_VERSION% (python %PY_VER%, cuda %cuda_compiler_version%, blas %blas_impl%)
-echo megabuild: %megabuild%
 
 @REM ---- compiler cache (local builds only: FEEDSTOCK_COMPILER_CACHE, see build-locally.py) ----
 if defined FEEDSTOCK_COMPILER_CACHE (

@@ -23,8 +23,6 @@ echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_c
 echo "cuda_compiler_version: ${cuda_compiler_version}"
 echo "blas_impl: ${blas_impl}"
 echo "target_platform: ${target_platform}"
-# `megabuild build` reads this variant key (retired with the `megabuild` key itself)
-echo "megabuild: ${megabuild}"
 
 ############################ compiler and linker ############################
 # PyTorch sets the C++ standard itself (C++20 since 2.13) and warns if the

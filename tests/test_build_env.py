@@ -49,7 +49,6 @@ def run_build_sh(tmp_path: Path, **env: str) -> dict[str, str]:
         "build_platform": "linux-64",
         "cuda_compiler_version": "None",
         "blas_impl": "mkl",
-        "megabuild": "true",
         "CFLAGS": "-O2",
         "CXXFLAGS": "-O2 -std=c++17",
         "LDFLAGS": "-Wl,-O2 -Wl,--as-needed -Wl,-z,now",
@@ -178,7 +177,7 @@ def _win_env(tmp_path: Path, **env: str) -> dict[str, str]:
         "PATH": os.environ["PATH"], "PREFIX": prefix, "BUILD_PREFIX": str(tmp_path / "build_env"),
         "SRC_DIR": str(tmp_path), "RECIPE_DIR": str(RECIPE), "PKG_NAME": "env-probe",
         "PKG_VERSION": "2.14.1", "PY_VER": "3.12", "CPU_COUNT": "16", "target_platform": "win-64",
-        "cuda_compiler_version": "None", "blas_impl": "mkl", "megabuild": "true",
+        "cuda_compiler_version": "None", "blas_impl": "mkl",
         "LIBRARY_PREFIX": prefix + "\\Library",
         "LIBRARY_INC": prefix + "\\Library\\include", "LIBRARY_LIB": prefix + "\\Library\\lib",
         "CMAKE_ARGS": "-DCMAKE_BUILD_TYPE=Release",
@@ -284,7 +283,7 @@ def test_build_sh_stops_on_an_unknown_target(tmp_path: Path, variables: dict[str
     base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PREFIX": sys.prefix, "SRC_DIR": str(tmp_path),
             "RECIPE_DIR": str(RECIPE), "PKG_NAME": "pytorch", "PKG_VERSION": "2.14.1",
             "target_platform": "linux-64", "cuda_compiler_version": "None", "blas_impl": "mkl",
-            "megabuild": "true", **variables}  # fmt: skip
+            **variables}  # fmt: skip
     proc = subprocess.run(["bash", str(BUILD_SH)], env=base, capture_output=True, text=True, timeout=120)
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr

@@ -135,6 +135,7 @@ def test_bld_bat_names_the_variant_keys_as_conda_build_scans_them() -> None:
     for key in ("cuda_compiler_version", "blas_impl"):  # what `megabuild env` reads
         assert f"%{key}%" in code, key
     assert "%with_magma%" not in code, "with_magma would split the top-level build"
+    assert "%megabuild%" not in code, "the megabuild variant key is retired"
 
 
 def test_both_scripts_take_the_environment_from_megabuild_env() -> None:
