@@ -97,7 +97,7 @@ def _one_python_range(recipe: Recipe, text: str, was: str, version: str) -> list
     if not _admits(spec, recipe.megabuild_python):
         found.append(_python(Level.ACTION, (
             f"the top level builds with Python {recipe.megabuild_python} (megabuild_python in "
-            f"meta.yaml, MEGABUILD_PYTHON in build.sh), which Requires-Python {text} excludes"
+            f"recipe/meta.yaml, the one place that names it), which Requires-Python {text} excludes"
         )))  # fmt: skip
     if not found:
         kept = ", ".join(pythons)
