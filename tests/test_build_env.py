@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,6 @@ def run_build_sh(tmp_path: Path, **env: str) -> dict[str, str]:
         "build_platform": "linux-64",
         "cuda_compiler_version": "None",
         "blas_impl": "mkl",
-        "megabuild": "true",
         "CFLAGS": "-O2",
         "CXXFLAGS": "-O2 -std=c++17",
         "LDFLAGS": "-Wl,-O2 -Wl,--as-needed -Wl,-z,now",
@@ -147,9 +147,188 @@ def test_generic_blas_is_the_netlib_interface(tmp_path: Path) -> None:
 def test_cuda_toolkit_locations(tmp_path: Path, target: str, targets_dir: str) -> None:
     """nvcc in BUILD_PREFIX, libraries and headers in PREFIX: -D options in CMAKE_ARGS, since
     2.14's EnvVarForwarding.cmake forwards no CUDAToolkit_* variable (patch 0008 lets them win)."""
-    exported = run_build_sh(tmp_path, target_platform=target, cuda_compiler_version="12.6")
+    exported = run_build_sh(
+        tmp_path, target_platform=target, cuda_compiler_version="12.6", blas_impl="generic"
+    )
     prefix = exported["PREFIX"]
     args = exported["CMAKE_ARGS"].split()
     assert f"-DCUDAToolkit_ROOT={prefix}" in args and f"-DCUDAToolkit_ROOT_DIR={prefix}" in args, args
     assert f"-DCUDAToolkit_BIN_DIR={exported['BUILD_PREFIX']}/bin" in args, args
     assert f"-DCUDAToolkit_TARGET_DIR={prefix}/targets/{targets_dir}" in args, args
+
+
+# -- megabuild.buildenv: the one definition, and both scripts taking it ---------------------------
+
+UPSTREAM_ARCHES = {
+    # upstream's wheels of the same CUDA version, with PTX for the newest (docs/packages.md)
+    ("12.6", "linux-64"): "5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX",
+    ("12.6", "linux-aarch64"): "8.0;9.0+PTX",
+    ("12.9", "win-64"): "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("13.0", "linux-64"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("13.0", "linux-aarch64"): "8.0;9.0;10.0;11.0;12.0+PTX",
+    ("13.0", "win-64"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+}
+
+
+def _win_env(tmp_path: Path, **env: str) -> dict[str, str]:
+    """conda-build's variables of a win-64 build (paths on this machine, written Windows-style)."""
+    prefix = str(tmp_path / "prefix")
+    base = {
+        "PATH": os.environ["PATH"], "PREFIX": prefix, "BUILD_PREFIX": str(tmp_path / "build_env"),
+        "SRC_DIR": str(tmp_path), "RECIPE_DIR": str(RECIPE), "PKG_NAME": "env-probe",
+        "PKG_VERSION": "2.14.1", "PY_VER": "3.12", "CPU_COUNT": "16", "target_platform": "win-64",
+        "cuda_compiler_version": "None", "blas_impl": "mkl",
+        "LIBRARY_PREFIX": prefix + "\\Library",
+        "LIBRARY_INC": prefix + "\\Library\\include", "LIBRARY_LIB": prefix + "\\Library\\lib",
+        "CMAKE_ARGS": "-DCMAKE_BUILD_TYPE=Release",
+    }  # fmt: skip
+    base.update(env)
+    return base
+
+
+def run_bld_bat(tmp_path: Path, recipe: Path = RECIPE, **env: str) -> dict[str, str]:
+    from support.bld_bat import run_bld_bat as interpret
+
+    run = interpret(recipe / "bld.bat", _win_env(tmp_path, RECIPE_DIR=str(recipe), **env))
+    assert run.exit_code is None, run.stderr
+    return run.env
+
+
+@pytest.mark.parametrize(("cuda", "platform"), sorted(UPSTREAM_ARCHES))
+def test_cuda_arch_list(cuda: str, platform: str) -> None:
+    from megabuild.buildenv import cuda_arch_list
+
+    assert cuda_arch_list(cuda, platform) == UPSTREAM_ARCHES[(cuda, platform)]
+
+
+@pytest.mark.parametrize(
+    ("target", "cuda", "flags", "targets_dir"),
+    [("linux-64", "12.6", "-Xfatbin -compress-all", "x86_64-linux"),
+     ("linux-64", "13.0", "-Xfatbin -compress-all -compress-mode=size", "x86_64-linux"),
+     ("linux-aarch64", "13.0", "-Xfatbin -compress-all -compress-mode=size", "sbsa-linux")],
+)  # fmt: skip
+def test_cuda_environment_of_build_sh(
+    tmp_path: Path, target: str, cuda: str, flags: str, targets_dir: str
+) -> None:
+    exported = run_build_sh(tmp_path, target_platform=target, cuda_compiler_version=cuda, blas_impl="generic")
+    assert exported["TORCH_CUDA_ARCH_LIST"] == UPSTREAM_ARCHES[(cuda, target)]
+    assert exported["TORCH_NVCC_FLAGS"] == flags
+    assert exported["CMAKE_CUDA_FLAGS"] == "-w -Xptxas -w"
+    assert (exported["USE_CUDA"], exported["USE_MAGMA"], exported["CUDA_VERSION"]) == ("1", "0", cuda)
+    assert exported.get("USE_PRIORITIZED_TEXT_FOR_LD") == ("1" if target == "linux-aarch64" else None)
+    assert exported["CMAKE_ARGS"].endswith(f"/targets/{targets_dir}")
+
+
+@pytest.mark.parametrize(
+    ("target", "switched"),
+    [("linux-64", {"USE_FBGEMM": "1", "USE_MKLDNN": "1", "USE_XNNPACK": "0"}),
+     ("linux-aarch64", {"USE_FBGEMM": "0", "USE_XNNPACK": "1", "USE_BREAKPAD": "0"}),
+     ("osx-arm64", {"USE_FBGEMM": "0", "USE_MKLDNN": "0", "USE_XNNPACK": "1"}),
+     ("osx-64", {"USE_FBGEMM": "1", "USE_MKLDNN": "1", "USE_XNNPACK": "0"})],
+)  # fmt: skip
+def test_platform_switches_of_build_sh(tmp_path: Path, target: str, switched: dict[str, str]) -> None:
+    exported = run_build_sh(tmp_path, target_platform=target, blas_impl="generic")
+    assert {k: exported.get(k) for k in switched} == switched
+    assert (exported["USE_CUDA"], exported["TORCH_CUDA_ARCH_LIST"], exported["BLAS"]) == ("0", "", "Generic")
+
+
+def test_bld_bat_environment(tmp_path: Path) -> None:
+    """bld.bat applies `megabuild env --shell cmd`: Windows' switches, MAGMA linked into torch_cuda."""
+    cpu = run_bld_bat(tmp_path)
+    assert (cpu["USE_CUDA"], cpu["BLAS"], cpu["USE_LITE_PROTO"], cpu["USE_OPENMP"]) == (
+        "0",
+        "MKL",
+        "ON",
+        "ON",
+    )
+    assert "TORCH_CUDA_ARCH_LIST" not in cpu and "CUDA_VERSION" not in cpu  # `set "K="` removes K
+    assert cpu["CMAKE_PREFIX_PATH"] == cpu["LIBRARY_PREFIX"] and cpu["PYTORCH_BUILD_VERSION"] == "2.14.1"
+    cuda = run_bld_bat(tmp_path, cuda_compiler_version="13.0", CI="github_actions")
+    assert cuda["TORCH_CUDA_ARCH_LIST"] == UPSTREAM_ARCHES[("13.0", "win-64")]
+    assert (cuda["USE_MAGMA"], cuda["USE_NCCL"], cuda["MAX_JOBS"]) == ("1", "0", "4")
+    assert cuda["TORCH_NVCC_FLAGS"] == "-Xfatbin -compress-all -compress-mode=size"
+    assert cuda["CMAKE_ARGS"].endswith(f" -DCUDAToolkit_BIN_DIR={cuda['BUILD_PREFIX']}\\Library\\bin")
+    assert "USE_SYSTEM_NCCL" not in cuda and "_GLIBCXX_USE_CXX11_ABI" not in cuda
+
+
+def test_a_planted_change_reaches_both_scripts(tmp_path: Path) -> None:
+    """One definition: an architecture dropped and a switch flipped in megabuild.buildenv (in a
+    copy of the recipe) show up in build.sh's and in bld.bat's environment alike."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(RECIPE, recipe, ignore=shutil.ignore_patterns("__pycache__"))
+    cuda_py = recipe / "megabuild" / "buildenv" / "cuda.py"
+    cuda_py.write_text(
+        cuda_py.read_text().replace('"7.5;8.0;8.6;9.0;10.0;12.0+PTX"', '"8.0;8.6;9.0;10.0;12.0+PTX"')
+    )
+    env_py = recipe / "megabuild" / "buildenv" / "environment.py"
+    env_py.write_text(env_py.read_text().replace('"USE_KINETO": "1"', '"USE_KINETO": "0"'))
+    sh = run_build_sh(
+        tmp_path / "sh", RECIPE_DIR=str(recipe), target_platform="linux-64", cuda_compiler_version="13.0"
+    )
+    bat = run_bld_bat(tmp_path, recipe, cuda_compiler_version="13.0")
+    for exported in (sh, bat):
+        assert exported["TORCH_CUDA_ARCH_LIST"] == "8.0;8.6;9.0;10.0;12.0+PTX"
+        assert exported["USE_KINETO"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [({"target_platform": "linux-ppc64le"}, "unsupported target_platform 'linux-ppc64le'"),
+     ({"cuda_compiler_version": "11.8"}, "no CUDA architecture list for CUDA 11.8 on linux-64"),
+     ({"blas_impl": "openblas"}, "unsupported blas_impl 'openblas' on linux-64"),
+     ({"target_platform": "linux-aarch64", "blas_impl": "mkl"},
+      "unsupported blas_impl 'mkl' on linux-aarch64")],
+)  # fmt: skip
+def test_build_sh_stops_on_an_unknown_target(tmp_path: Path, variables: dict[str, str], message: str) -> None:
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PREFIX": sys.prefix, "SRC_DIR": str(tmp_path),
+            "RECIPE_DIR": str(RECIPE), "PKG_NAME": "pytorch", "PKG_VERSION": "2.14.1",
+            "target_platform": "linux-64", "cuda_compiler_version": "None", "blas_impl": "mkl",
+            **variables}  # fmt: skip
+    proc = subprocess.run(["bash", str(BUILD_SH)], env=base, capture_output=True, text=True, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+    assert errors[0].startswith(f"megabuild: error: env: {message}"), proc.stderr
+    assert "Traceback" not in proc.stderr and "-m megabuild build" not in proc.stdout
+
+
+def test_bld_bat_stops_on_an_unknown_target(tmp_path: Path) -> None:
+    from support.bld_bat import run_bld_bat as interpret
+
+    run = interpret(RECIPE / "bld.bat", _win_env(tmp_path, cuda_compiler_version="12.6"))
+    assert run.exit_code == 1
+    assert run.stderr == "megabuild: error: env: no CUDA architecture list for CUDA 12.6 on win-64\n"
+    assert "USE_CUDA" not in run.env, "nothing applied from a failed run"
+
+
+AWKWARD = 'it\'s a "path" with $HOME, `cmd`, \\back\\slash, %PATH%, !x!, & | < > ^ (;) and  two spaces'
+
+
+def test_sh_lines_keep_every_character(tmp_path: Path) -> None:
+    from megabuild.buildenv.shell import render
+
+    values = {"A": AWKWARD, "EMPTY": "", "MULTI": "line one\nline two", "Q": "'"}
+    script = render(values, "sh") + 'printf "%s\\0" "$A" "$EMPTY" "$MULTI" "$Q"'
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert proc.stdout.split("\0")[:-1] == list(values.values())
+
+
+def test_cmd_lines_keep_every_character(tmp_path: Path) -> None:
+    from megabuild.buildenv.shell import render
+    from support.bld_bat import SET, apply_set
+
+    env: dict[str, str] = {"GONE": "x"}
+    for line in render({"A": AWKWARD, "GONE": ""}, "cmd").splitlines():
+        match = SET.match(line)
+        assert match, line
+        apply_set(match[1], env)
+    assert env == {"A": AWKWARD}
+
+
+def test_cmd_refuses_what_a_line_cannot_carry() -> None:
+    from megabuild.buildenv.shell import render
+    from megabuild.errors import MegabuildError
+
+    with pytest.raises(MegabuildError, match="line break"):
+        render({"A": "one\ntwo"}, "cmd")
+    with pytest.raises(MegabuildError, match="not a variable name"):
+        render({"A B": "x"}, "sh")

@@ -148,15 +148,6 @@ def test_helper_cli_reports_usage_errors_without_traceback() -> None:
     assert "Traceback" not in result.stderr
 
 
-# build.sh's forwarded variables (EnvVarForwarding.cmake) that do not apply on Windows, and why
-NOT_ON_WINDOWS = {
-    "USE_SYSTEM_NCCL": "no NCCL on Windows (USE_NCCL=0)",
-    "USE_PRIORITIZED_TEXT_FOR_LD": "GNU ld option (linux-aarch64)",
-    "USE_BREAKPAD": "set for linux-aarch64 only",
-    "CMAKE_LIBRARY_PATH": "set, from %LIBRARY_LIB%",
-}
-
-
 def _bat_code() -> str:
     text = (RECIPE / "bld.bat").read_text()
     remark = ("@REM", "REM ")
@@ -176,15 +167,27 @@ def test_bld_bat_sets_the_environment_only_and_runs_the_megabuild_steps() -> Non
 def test_bld_bat_names_the_variant_keys_as_conda_build_scans_them() -> None:
     """conda-build's find_used_variables_in_batch_script only sees ``%key%``."""
     code = _bat_code()
-    for key in ("megabuild", "cuda_compiler_version", "blas_impl"):
+    for key in ("cuda_compiler_version", "blas_impl"):  # what `megabuild env` reads
         assert f"%{key}%" in code, key
     assert "%with_magma%" not in code, "with_magma would split the top-level build"
+    assert "%megabuild%" not in code, "the megabuild variant key is retired"
 
 
-def test_bld_bat_sets_the_forwarded_variables_of_build_sh() -> None:
-    sh = (RECIPE / "build.sh").read_text()
-    exported = set(re.findall(r"^\s*export ((?:USE|BUILD|CMAKE)_[A-Z0-9_]+)=", sh, re.M))
-    bat = set(re.findall(r'^\s*set "((?:USE|BUILD|CMAKE)_[A-Z0-9_]+)=', _bat_code(), re.M))
-    missing = exported - bat - set(NOT_ON_WINDOWS)
-    assert not missing, f"bld.bat does not set {sorted(missing)} (build.sh does)"
-    assert len(exported & bat) >= 25
+def test_both_scripts_take_the_environment_from_megabuild_env() -> None:
+    """The switch table exists once (megabuild.buildenv): neither script sets a USE_* switch or
+    an architecture list itself, and both apply `megabuild env`."""
+    sh = "\n".join(
+        line for line in (RECIPE / "build.sh").read_text().splitlines() if not line.lstrip().startswith("#")
+    )
+    bat = _bat_code()
+    for name, code in (("build.sh", sh), ("bld.bat", bat)):
+        assignment = (
+            r'^\s*(export\s+|set\s+")?(USE_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|TORCH_NVCC_FLAGS|BLAS|MAX_JOBS)='
+        )
+        assert not re.search(assignment, code, re.M), name
+    assert re.search(r'megabuild_env="\$\(run_megabuild env --shell sh\)"\neval "\$\{megabuild_env\}"', sh)
+    assert re.search(
+        r'-m megabuild env --shell cmd > "(.+)"\nif errorlevel 1 exit 1\n'
+        r'for /f "usebackq delims=" %%L in \("\1"\) do %%L',
+        bat,
+    )

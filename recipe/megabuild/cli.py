@@ -25,6 +25,7 @@ COMMAND_GROUPS = (
     "megabuild.buildstate.cli",
     "megabuild.pipeline.cli",
     "megabuild.upstream_tests.cli",
+    "megabuild.buildenv.cli",
 )
 
 

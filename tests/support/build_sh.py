@@ -29,7 +29,7 @@ def source_build_sh(tmp_path: Path, **env: str) -> tuple[dict[str, str], str]:
         "BUILD_PREFIX": str(tmp_path / "build_env"), "SRC_DIR": str(src), "RECIPE_DIR": str(RECIPE),
         "PKG_NAME": "probe", "PKG_VERSION": "2.13.0", "PY_VER": "3.12",
         "SP_DIR": str(prefix / "lib/python3.12/site-packages"), "target_platform": "linux-64",
-        "cuda_compiler_version": "None", "blas_impl": "generic", "megabuild": "true",
+        "cuda_compiler_version": "None", "blas_impl": "generic",
         "CFLAGS": f"-O2 {DEBUG_MAP}={src}=/usr/local/src/conda/probe-2.13.0",
         "CXXFLAGS": f"-O2 {DEBUG_MAP}={prefix}=/usr/local/src/conda-prefix", "TMPDIR": str(tmp_path),
     }  # fmt: skip

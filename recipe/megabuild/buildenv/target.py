@@ -1,0 +1,138 @@
+"""What the build environment is a function of, resolved once from conda-build's environment.
+
+conda-build exports the variant's keys (``target_platform``, ``cuda_compiler_version``,
+``blas_impl``; ``build_platform`` where a cross build sets it) to a build script that uses them,
+and ``CPU_COUNT``/``CI`` where the recipe's ``script_env`` passes them. Unknown values are an
+error here, before any build step runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from megabuild.errors import MegabuildError
+
+PLATFORMS = ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")
+# MKL exists for x86_64 only; conda-forge's pytorch builds MKL only on Windows (no OpenBLAS
+# with OpenMP there), conda_build_config.yaml's blas_impl selectors.
+BLAS_BY_PLATFORM = {
+    "linux-64": ("mkl", "generic"),
+    "linux-aarch64": ("generic",),
+    "osx-64": ("mkl", "generic"),
+    "osx-arm64": ("generic",),
+    "win-64": ("mkl",),
+}
+NO_CUDA = "None"
+"""conda-build's ``cuda_compiler_version`` of a CPU config."""
+DEFAULT_CPU_COUNT = 2
+"""conda-build sets ``CPU_COUNT``; a caller without it (a test, a manual run) gets this many jobs."""
+
+VARIANT_KEYS = ("target_platform", "build_platform", "cuda_compiler_version", "blas_impl")
+"""The variant keys this package reads from the environment. conda-build exports a key only to a
+script that names it (``tests/test_render_used_vars.py`` checks that build.sh and bld.bat do)."""
+
+
+@dataclass(frozen=True)
+class BuildTarget:
+    """The configuration being built (one CI job), with the machine's compile-job budget."""
+
+    target_platform: str
+    build_platform: str
+    cuda: str | None  # "12.6", "13.0", ...; None for a CPU build
+    blas_impl: str
+    cpu_count: int = DEFAULT_CPU_COUNT
+    ci: str = ""  # conda-forge's CI sets CI=github_actions
+
+    def __post_init__(self) -> None:
+        for name, platform in (
+            ("target_platform", self.target_platform),
+            ("build_platform", self.build_platform),
+        ):
+            if platform not in PLATFORMS:
+                raise MegabuildError(f"env: unsupported {name} {platform!r} (known: {', '.join(PLATFORMS)})")
+        blas = BLAS_BY_PLATFORM[self.target_platform]
+        if self.blas_impl not in blas:
+            raise MegabuildError(
+                f"env: unsupported blas_impl {self.blas_impl!r} on {self.target_platform}"
+                f" (known: {', '.join(blas)})"
+            )
+        if self.cpu_count < 1:
+            raise MegabuildError(f"env: CPU_COUNT must be a positive number, got {self.cpu_count}")
+
+    @property
+    def is_windows(self) -> bool:
+        return self.target_platform.startswith("win-")
+
+    @property
+    def is_linux(self) -> bool:
+        return self.target_platform.startswith("linux-")
+
+    @property
+    def is_cross(self) -> bool:
+        return self.target_platform != self.build_platform
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Where the build happens: conda-build's paths, the version, and what the compiler activation
+    already exported (``CMAKE_ARGS``, ``CMAKE_LIBRARY_PATH``), which the environment extends."""
+
+    prefix: str
+    build_prefix: str
+    src_dir: str
+    pkg_version: str
+    cmake_args: str = ""
+    cmake_library_path: str = ""
+    library_prefix: str = ""  # Windows: %PREFIX%\Library and its bin/lib/include
+    library_inc: str = ""
+    library_lib: str = ""
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "")
+    if not value:
+        raise MegabuildError(f"env: {name} is not set (run inside conda-build's build environment)")
+    return value
+
+
+def _cpu_count(env: Mapping[str, str]) -> int:
+    value = env.get("CPU_COUNT", "")
+    if not value:
+        return DEFAULT_CPU_COUNT
+    try:
+        return int(value)
+    except ValueError:
+        raise MegabuildError(f"env: CPU_COUNT must be a number, got {value!r}") from None
+
+
+def target_from_environment(env: Mapping[str, str]) -> BuildTarget:
+    """The target as conda-build's environment names it; a missing or unknown value is an error."""
+    target_platform = _required(env, "target_platform")
+    cuda = _required(env, "cuda_compiler_version")
+    return BuildTarget(
+        target_platform=target_platform,
+        build_platform=env.get("build_platform") or target_platform,
+        cuda=None if cuda == NO_CUDA else cuda,
+        blas_impl=_required(env, "blas_impl"),
+        cpu_count=_cpu_count(env),
+        ci=env.get("CI", ""),
+    )
+
+
+def locations_from_environment(env: Mapping[str, str], target: BuildTarget) -> Locations:
+    prefix = _required(env, "PREFIX")
+    windows = {}
+    if target.is_windows:
+        windows = {
+            name.lower(): _required(env, name) for name in ("LIBRARY_PREFIX", "LIBRARY_INC", "LIBRARY_LIB")
+        }
+    return Locations(
+        prefix=prefix,
+        build_prefix=env.get("BUILD_PREFIX") or prefix,
+        src_dir=_required(env, "SRC_DIR"),
+        pkg_version=_required(env, "PKG_VERSION"),
+        cmake_args=env.get("CMAKE_ARGS", ""),
+        cmake_library_path=env.get("CMAKE_LIBRARY_PATH", ""),
+        **windows,
+    )
