@@ -25,15 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from feedstock.bump.recipe import read_recipe
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
 from megabuild.errors import MegabuildError
 from megabuild.model import PYTORCH
-from megabuild.pipeline.options import MEGABUILD_PYTHON
 from megabuild.upstream_tests.selection import PackageTestEnv, load_selection, parse_selection, pytest_args
 
 DATA = RECIPE / "upstream_tests.json"
+MEGABUILD_PYTHON = read_recipe(REPO).megabuild_python  # meta.yaml, the one place
 # What the anchor runs: conda-forge/pytorch-cpu-feedstock's recipe/meta.yaml at this commit
 # (issue 33 quotes it). The data must say the same, and run at least these.
 ANCHOR_COMMIT = "74dd3d46ff0c3d05053197961386b5a2018cf3d1"
