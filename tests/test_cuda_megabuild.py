@@ -297,7 +297,10 @@ def test_a_second_config_hits_the_compiler_cache_for_cu_objects(planted: tuple[R
     top = report["passes"][0]
     assert top["cuda_compiles"] == len(_fixture_cu_files(result)), top
     assert top["compiles"] > top["cuda_compiles"]
-    assert top["cache"]["hits_by_language"].get("CUDA", 0) > 0, top["cache"]
+    # sccache splits each nvcc call: with one architecture fewer the whole-file keys change, the
+    # per-architecture device compiles (ptxas: cubins, cicc: PTX) of the others hit
+    hits = top["cache"]["hits_by_language"]
+    assert hits.get("CUBIN", 0) >= len(_fixture_cu_files(result)), top["cache"]
 
 
 # ------------------------------------------------------------------------------------------------
