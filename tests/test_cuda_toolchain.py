@@ -17,7 +17,7 @@ import pytest
 from feedstock.telemetry import Build, Edge, Pass, render_markdown, summarize
 from harness import activation, cuda_toolchain
 from harness.cuda_toolchain import REQUIRE_ENV, TARGET_DIR, Toolchain
-from support.cuda import device_code, expected_device_code, toolchain_or_skip
+from support.cuda import device_code, expected_device_code, recipe_cuda_arch_list, toolchain_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / ".ci" / "provision-cuda-toolchain.sh"
@@ -101,6 +101,41 @@ def test_the_wheels_tree_as_it_is_cannot_link(toolchain: Toolchain, tmp_path: Pa
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0, "nvcc linked from the wheels' tree as it is"
     assert "cudadevrt" in proc.stderr or "cuda_runtime.h" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# the recipe's architecture lists against nvcc 13.0 and upstream's wheel
+# ------------------------------------------------------------------------------------------------
+
+# cuobjdump on libtorch_cuda.so of upstream's torch 2.14.1 cu130 linux x86_64 wheel (design.md,
+# section 9): cubins for these architectures (plus sm_100a/103 flash-attention kernels).
+UPSTREAM_CU130_X86_64_CUBINS = {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"}
+
+
+def _gpu_codes(toolchain: Toolchain) -> set[str]:
+    out = subprocess.run([str(toolchain.nvcc), "--list-gpu-code"], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("target_platform", ["linux-64", "linux-aarch64"])
+def test_nvcc_13_0_builds_every_architecture_of_the_recipes_13_0_list(
+    toolchain: Toolchain, target_platform: str, tmp_path: Path
+) -> None:
+    cubins, ptx = expected_device_code(recipe_cuda_arch_list("13.0", target_platform, tmp_path))
+    assert ptx and ptx <= cubins
+    assert cubins <= _gpu_codes(toolchain), sorted(cubins - _gpu_codes(toolchain))
+
+
+def test_cuda_12_6s_list_needs_an_nvcc_older_than_13(toolchain: Toolchain, tmp_path: Path) -> None:
+    """Why the 12.6 configs keep the C++ stand-ins: CUDA 13 dropped sm_50 to sm_72."""
+    cubins, _ = expected_device_code(recipe_cuda_arch_list("12.6", "linux-64", tmp_path))
+    assert cubins - _gpu_codes(toolchain)
+
+
+def test_the_recipes_13_0_list_builds_every_architecture_upstreams_wheel_holds(tmp_path: Path) -> None:
+    """Dropping an architecture from the CUDA 13.0 linux-64 list fails here."""
+    cubins, _ = expected_device_code(recipe_cuda_arch_list("13.0", "linux-64", tmp_path))
+    assert cubins >= UPSTREAM_CU130_X86_64_CUBINS, sorted(UPSTREAM_CU130_X86_64_CUBINS - cubins)
 
 
 # ------------------------------------------------------------------------------------------------
