@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     del argv
     try:
         tc = provision()
-    except (ToolchainError, OSError) as exc:
+    except (ToolchainError, OSError, zipfile.BadZipFile) as exc:
         print(f"cuda_toolchain: error: {exc}", file=sys.stderr)
         return 1
     size = download_size()
