@@ -107,6 +107,7 @@ def test_passes_edges_targets_and_cache(telemetry: Path) -> None:
     assert top["cache"] == {
         "hits": 1, "misses": 3, "not_cached": 2, "hit_rate": 0.25, "backend": LOCATION,
         "write_errors": 0, "saved_seconds": 2.0,  # 1 hit x 2.5 s, less 0.5 s fetching it
+        "hits_by_language": {"C/C++": 1},
     }  # fmt: skip
     # the Python pass compiled nothing: its hit counts at the build's mean compile time
     assert py["cache"]["saved_seconds"] == 2.0

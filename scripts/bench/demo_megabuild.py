@@ -83,7 +83,9 @@ def report(run: RunResult) -> None:
 
 def install_and_import(run: RunResult, cuda: bool) -> int:
     failures = 0
-    virtual = {"__cuda": "12.6"} if cuda else {}
+    # the driver a machine needs for this config's packages (cuda-version's __cuda constraint)
+    versions = {str(o.variant.get("cuda_compiler_version", "None")) for o in run.outputs} - {"None"}
+    virtual = {"__cuda": max(versions, default="12.6")} if cuda else {}
     requests = [[("pytorch", f"python {py}.*")] for py in run.pythons]
     if cuda:
         first = sorted(run.pythons)[0]

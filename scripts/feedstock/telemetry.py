@@ -40,6 +40,8 @@ _EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
 # a Python extension module named with its SOABI (torch._C, a CMake target since 2.14)
 _EXT = re.compile(r"(?:^|/)(?P<target>[A-Za-z0-9_]+)\.(?:cpython-|cp)\d+[-A-Za-z0-9_]*\.(?:so|pyd)$")
 _COMPILE_SUFFIXES = (".o", ".obj")
+# CMake names a CUDA source's object <file>.cu.o: nvcc compiles, counted apart from C++ ones
+_CUDA_COMPILE_SUFFIXES = (".cu.o", ".cu.obj")
 
 
 class TelemetryError(FeedstockError):
@@ -79,6 +81,8 @@ class CacheStats:
     compile_seconds: float = 0.0  # their total time
     read_hit_seconds: float = 0.0  # time spent fetching the hits
     write_errors: int = 0  # objects that could not be stored (read-only mode or credentials)
+    # sccache's own split of the hits by language ("C/C++", "CUDA", "PTX", "CUBIN", ...)
+    hits_by_language: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def lookups(self) -> int:
@@ -110,6 +114,11 @@ class Pass:
     @property
     def compiles(self) -> int:
         return sum(e.kind == "compile" for e in self.edges)
+
+    @property
+    def cuda_compiles(self) -> int:
+        """The compiles of CUDA sources (nvcc), part of :attr:`compiles`."""
+        return sum(e.output.endswith(_CUDA_COMPILE_SUFFIXES) for e in self.edges)
 
 
 @dataclass
@@ -207,6 +216,7 @@ def cache_stats(data: Mapping[str, Any]) -> CacheStats:
             compile_seconds=_seconds(stats.get("compiler_write_duration")),
             read_hit_seconds=_seconds(stats.get("cache_read_hit_duration")),
             write_errors=int(stats.get("cache_write_errors", 0)),
+            hits_by_language={str(k): int(n) for k, n in stats["cache_hits"]["counts"].items()},
         )  # fmt: skip
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise TelemetryError(f"not sccache's JSON statistics (missing {exc})") from None
@@ -320,6 +330,7 @@ def _cache_summary(stats: CacheStats, build_mean: float | None) -> dict[str, Any
         "backend": stats.backend,
         "write_errors": stats.write_errors,
         "saved_seconds": None if saved is None else round(saved, 3),
+        "hits_by_language": dict(stats.hits_by_language),
     }
 
 
@@ -335,6 +346,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
                 "edge_seconds": round(p.edge_seconds, 3),
                 "edges": len(p.edges),
                 "compiles": p.compiles,
+                "cuda_compiles": p.cuda_compiles,
                 "cache": None if p.cache is None else _cache_summary(p.cache, build_mean),
                 "targets": [
                     {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
@@ -357,6 +369,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
             "edge_seconds": round(sum(p.edge_seconds for p in build.passes), 3),
             "edges": sum(len(p.edges) for p in build.passes),
             "compiles": sum(p.compiles for p in build.passes),
+            "cuda_compiles": sum(p.cuda_compiles for p in build.passes),
             "cache": {
                 "hits": hits,
                 "misses": misses,
@@ -373,6 +386,12 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
             for name, e in top
         ],
     }
+
+
+def _compiles(row: Mapping[str, Any]) -> str:
+    """``12``, or ``12 (5 CUDA)`` when nvcc compiled some of them."""
+    cuda = row.get("cuda_compiles") or 0
+    return f"{row['compiles']} ({cuda} CUDA)" if cuda else str(row["compiles"])
 
 
 def _rate(cache: Mapping[str, Any] | None) -> str:
@@ -425,7 +444,7 @@ def render_markdown(summary: Mapping[str, Any], title: str) -> str:
     for p in rows:
         out.append(
             f"| {p['pass']} | {p['wall_seconds']:.1f} | {p['edge_seconds']:.1f} | {p['edges']} "
-            f"| {p['compiles']} | {_rate(p['cache'])} |"
+            f"| {_compiles(p)} | {_rate(p['cache'])} |"
         )
     out += cache_section(summary)
     for p in summary["passes"]:

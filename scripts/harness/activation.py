@@ -185,6 +185,28 @@ def activation_env(
     }
 
 
+# cuda-nvcc_linux-64 13.0.88's activation: CUDAARCHS for conda-build (its DEFAULT_CUDAARCHS on linux-64)
+NVCC_DEFAULT_CUDAARCHS = {
+    "linux-64": "75-real;80-real;86-real;89-real;90a-real;100f-real;103f-real;120a-real;121f-real;"
+    "121-virtual",
+}
+
+
+def nvcc_env(target_platform: str, *, prefix: Path, cxx: str) -> dict[str, str]:
+    """What cuda-nvcc's activation adds once a real nvcc is in the build env: ``-ccbin`` before and
+    the host env's targets dir after nvcc's own flags, and the default ``CUDAARCHS`` (which CMake
+    takes as ``CMAKE_CUDA_ARCHITECTURES`` unless the project decides itself, as PyTorch does). It
+    exports no ``CUDA_HOME``/``CUDA_PATH``; ``CFLAGS``/``LDFLAGS``/``CMAKE_ARGS``: :func:`activation_env`."""
+    targets = f"{prefix}/{CUDA_TARGETS[target_platform]}"
+    return {
+        "NVCC_PREPEND_FLAGS": f" -ccbin={cxx}",
+        "NVCC_PREPEND_FLAGS_BACKUP": "UNSET",
+        "NVCC_APPEND_FLAGS": f" -I{targets}/include -L{targets}/lib -L{targets}/lib/stubs",
+        "CUDAARCHS": NVCC_DEFAULT_CUDAARCHS[target_platform],
+        "CUDAARCHS_BACKUP": "UNSET",
+    }
+
+
 def install_binutils(build_prefix: Path, target_platform: str) -> list[str]:
     """Put ``<triplet>-ar`` & co. (as CMAKE_ARGS names them) into the build env, as symlinks to the
     tools on PATH; returns the names that have no tool here (their CMAKE_ARGS entries dangle, which

@@ -36,7 +36,7 @@ from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
 from feedstock.specs import spec_name, spec_parts
 
-from harness import activation, ninja
+from harness import activation, cuda_toolchain, ninja
 from harness.packaging import (
     BLAS_NAMES,
     Package,
@@ -396,6 +396,13 @@ def _sccache_executable() -> Path | None:
     return Path(os.path.realpath(found)) if found and "shims" not in Path(found).parts else None
 
 
+def _compiler(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise HarnessError(f"{name} not found on PATH")
+    return found
+
+
 def _matches(spec: str, record: Mapping[str, Any]) -> bool:
     name, version, build = spec_parts(spec)
     return (
@@ -453,6 +460,8 @@ class Runner:
         self.blas_install: Path | None = None
         self.netlib: list[Package] | None = None
         self.ninja_history = ninja.LogHistory()
+        # a real nvcc for the config's CUDA version, when provisioned (harness.cuda_toolchain)
+        self.cuda_toolchain: cuda_toolchain.Toolchain | None = None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -521,6 +530,10 @@ class Runner:
             provided += [f"python {cpython.tag} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
         else:
             empty_prefix(self.prefix)
+        cuda_host: list[str] = []
+        if self.cuda_toolchain is not None:
+            cuda_host = cuda_toolchain.install_host_env(self.cuda_toolchain, self.prefix)
+            provided += [f"{n} (CUDA {cuda_toolchain.RELEASE} wheels)" for n in cuda_host if n in names]
         # Like conda-build's host solve: requested specs, then (transitively) the run
         # dependencies of what got installed, as far as the harness has those packages.
         pending = [(spec, True) for spec in host]
@@ -546,7 +559,7 @@ class Runner:
             installed.add(name)
             provided.append(f"{best.dist} ({'requested' if requested else 'run dependency'})")
             pending += [(dep, False) for dep in best.record.get("depends", [])]
-        return py, provided, ignored
+        return py, provided, [s for s in ignored if spec_name(s) not in cuda_host]
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -574,6 +587,11 @@ class Runner:
         sccache = _sccache_executable()
         if sccache is not None:
             (self.build_prefix / "bin" / "sccache").symlink_to(sccache)
+        if self.cuda_toolchain is not None:
+            names = cuda_toolchain.install_build_env(self.cuda_toolchain, self.build_prefix)
+            self.notes.append(
+                f"build env: real nvcc {cuda_toolchain.RELEASE} from PyPI's wheels ({', '.join(names)})"
+            )
 
     def run(self) -> RunResult:
         t0 = time.monotonic()
@@ -586,6 +604,13 @@ class Runner:
         outputs, top, variant = render(config, self.recipe_dir, self.config_in.name)
         megabuild = str(variant.get("megabuild", "false")).lower() == "true"
         built, anomalies, rewrites = plan(outputs, megabuild)
+        self.cuda_toolchain = cuda_toolchain.for_cuda_version(
+            str(variant.get("cuda_compiler_version", "None"))
+        )
+        if str(variant.get("cuda_compiler_version", "None")) != "None" and self.cuda_toolchain is None:
+            self.notes.append(
+                f"no nvcc for CUDA {variant.get('cuda_compiler_version')} here: the build env has none"
+            )
         for anomaly in anomalies:
             self.log(f"RENDER ANOMALY: {anomaly}")
         self.prepare([str(p) for p in (top.get("source") or {}).get("patches") or []])
@@ -659,6 +684,8 @@ class Runner:
             recipe_dir=self.recipe_dir,
             passed=self.passed_env,
         )
+        if self.cuda_toolchain is not None:
+            env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=self.prefix, cxx=_compiler("c++")))
         before = snapshot(self.prefix)
         label = f"{name}-{build_string}" if build_string else name
         host_note = f"host {len(provided)} provided, {len(ignored)} ignored"

@@ -18,15 +18,15 @@ from harness.pythons import find_cpythons
 DEBUG_MAP = "-fdebug-prefix-map"
 
 
-def source_build_sh(tmp_path: Path, **env: str) -> tuple[dict[str, str], str]:
-    """What build.sh exports up to the build (an unknown PKG_NAME stops it), and its stderr."""
+def source_build_sh(tmp_path: Path, recipe: Path = RECIPE, **env: str) -> tuple[dict[str, str], str]:
+    """What ``recipe``'s build.sh exports up to the build (an unknown PKG_NAME stops it), and its stderr."""
     prefix, src = tmp_path / "prefix", tmp_path / "work"
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "python").symlink_to(sys.executable)
     src.mkdir()
     base = {
         "PATH": os.environ["PATH"], "HOME": str(tmp_path), "PREFIX": str(prefix),
-        "BUILD_PREFIX": str(tmp_path / "build_env"), "SRC_DIR": str(src), "RECIPE_DIR": str(RECIPE),
+        "BUILD_PREFIX": str(tmp_path / "build_env"), "SRC_DIR": str(src), "RECIPE_DIR": str(recipe),
         "PKG_NAME": "probe", "PKG_VERSION": "2.13.0", "PY_VER": "3.12",
         "SP_DIR": str(prefix / "lib/python3.12/site-packages"), "target_platform": "linux-64",
         "cuda_compiler_version": "None", "blas_impl": "generic",
@@ -35,7 +35,7 @@ def source_build_sh(tmp_path: Path, **env: str) -> tuple[dict[str, str], str]:
     }  # fmt: skip
     base.update(env)
     out = tmp_path / "exported.env"
-    script = f"trap 'env -0 > {shlex.quote(str(out))}' EXIT; source {shlex.quote(str(RECIPE / 'build.sh'))}"
+    script = f"trap 'env -0 > {shlex.quote(str(out))}' EXIT; source {shlex.quote(str(recipe / 'build.sh'))}"
     proc = subprocess.run(["bash", "-c", script], env=base, capture_output=True, text=True, timeout=120)
     assert "unexpected PKG_NAME 'probe'" in proc.stderr, proc.stdout + proc.stderr
     exported = dict(item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)

