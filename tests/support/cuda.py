@@ -39,8 +39,8 @@ def toolchain_or_skip() -> Toolchain:
 
 
 # ------------------------------------------------------------------------------------------------
-# the recipe's architecture list: the ONE place the tests read it (today: recipe/build.sh, by
-# running it; when the list moves into megabuild.buildenv, only these two functions change)
+# the recipe's architecture list, as the tests read and plant it: read by running build.sh (whose
+# environment comes from `megabuild env`), planted where the recipe defines it (megabuild.buildenv)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -59,11 +59,12 @@ def plant_cuda_arch_list(
 ) -> None:
     """Make the recipe copy in ``recipe_copy`` ask for ``arch_list`` for that CUDA version and platform."""
     old = recipe_cuda_arch_list(cuda_version, target_platform, tmp_path / "before", recipe_copy)
-    build_sh = recipe_copy / "build.sh"
-    text = build_sh.read_text()
-    quoted = f'TORCH_CUDA_ARCH_LIST="{old}"'
-    assert text.count(quoted) == 1, f"{quoted} is not written exactly once in {build_sh}"
-    build_sh.write_text(text.replace(quoted, f'TORCH_CUDA_ARCH_LIST="{arch_list}"'))
+    table = recipe_copy / "megabuild" / "buildenv" / "cuda.py"
+    text = table.read_text()
+    key = f'("{cuda_version}", "{target_platform}"): '
+    entry = f'{key}"{old}"'
+    assert text.count(entry) == 1, f"{entry} is not written exactly once in {table}"
+    table.write_text(text.replace(entry, f'{key}"{arch_list}"'))
     now = recipe_cuda_arch_list(cuda_version, target_platform, tmp_path / "after", recipe_copy)
     assert now == arch_list, (now, arch_list)
 
