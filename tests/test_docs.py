@@ -399,7 +399,7 @@ def test_a_table_restated_by_hand_is_caught() -> None:
     """Planted: a pipeline row edited by hand (a step's platform rule) no longer equals PIPELINE."""
     text = (ROOT / "docs" / "architecture.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("|  | split link-back"))
-    edited = text.replace(row, row.replace(When.NOT_WINDOWS.value, When.ALWAYS.value))
+    edited = text.replace(row, row.replace(When.LINK_BACK.value, When.ALWAYS.value))
     assert edited != text and doc_tables.refresh(edited) == text
     with pytest.raises(doc_tables.DocTableError, match="unknown generated tables"):
         doc_tables.refresh("<!-- generated: pipline -->\n<!-- end generated -->\n")
