@@ -35,6 +35,7 @@ from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
 from feedstock.specs import spec_name, spec_parts
+from megabuild.model import LINALG, PYTORCH
 
 from harness import activation, cuda_toolchain, ninja
 from harness.packaging import (
@@ -87,7 +88,7 @@ MAGMA_NAMES = ("libmagma", "libmagma-devel")
 RUNTIME_BLAS_NAMES = (*BLAS_NAMES, "libopenblas")
 TARGET_PLATFORM = "linux-64"
 # Variant keys that legitimately split an output (megabuild). Used only to detect render anomalies.
-SPLITTING_KEYS = {"libtorch-cuda-linalg": ("with_magma",), "pytorch": ("python",)}
+SPLITTING_KEYS = {LINALG: ("with_magma",), PYTORCH: ("python",)}
 
 
 class HarnessError(FeedstockError):
@@ -277,7 +278,7 @@ def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[A
     last, the order that costs most if its build is not kept (with a free-threaded build: GIL ->
     ``t`` -> GIL, e.g. 3.13, 3.13t, 3.12); ``ascending``; or ``3.13t,3.13,3.12``.
     """
-    pytorch = [o for o in outputs if o.name == "pytorch"]
+    pytorch = [o for o in outputs if o.name == PYTORCH]
     if order == "ascending":
         ordered = sorted(pytorch, key=lambda o: _build_key(_python(o)))
     elif order == "megabuild-last":
@@ -290,7 +291,7 @@ def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[A
             raise HarnessError(f"python order {order!r} does not list exactly this run's Pythons")
         ordered = sorted(pytorch, key=lambda o: wanted.index(_python(o)))
     queue = iter(ordered)
-    return [next(queue) if o.name == "pytorch" else o for o in outputs]
+    return [next(queue) if o.name == PYTORCH else o for o in outputs]
 
 
 def rewrite_specs(specs: Sequence[str], rewrites: Mapping[str, str]) -> list[str]:
@@ -619,8 +620,11 @@ class Runner:
         top_host = [str(s) for s in (top.get("requirements") or {}).get("host") or []]
         version = str((top.get("package") or {}).get("version") or (built[0].version if built else "0"))
         number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
-        built = order_pythons(built, _python_of(top_host, variant) or "3.12", self.python_order)
-        order = ", ".join(_python(o) for o in built if o.name == "pytorch")
+        top_python = _python_of(top_host, variant)
+        if top_python is None:
+            raise HarnessError(f"{self.config_name}: the top level's host requirements name no Python")
+        built = order_pythons(built, top_python, self.python_order)
+        order = ", ".join(_python(o) for o in built if o.name == PYTORCH)
         self.log(f"pytorch outputs in the order {order} ({self.python_order})")
         self._step(TOP_LEVEL, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
 
@@ -630,7 +634,7 @@ class Runner:
             if not out.script:
                 self._metapackage(out, rewrites)
                 continue
-            extra = [k for k in ("with_magma",) if out.name == "libtorch-cuda-linalg" and k in out.variant]
+            extra = [k for k in ("with_magma",) if out.name == LINALG and k in out.variant]
             self._step(out.name, out, self.recipe_dir / out.script, host, out.variant, out.version,
                        out.build_number, out.build_string, extra, rewrites)  # fmt: skip
         self._stand_ins(built, rewrites)
