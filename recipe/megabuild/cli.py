@@ -24,6 +24,7 @@ COMMAND_GROUPS = (
     "megabuild.magma.cli",
     "megabuild.buildstate.cli",
     "megabuild.pipeline.cli",
+    "megabuild.binaries.cli",
 )
 
 
