@@ -1,6 +1,7 @@
 """Build and host prefix strings left in a file (binary or text).
 
-conda-build builds in ``<croot>/<name>_<timestamp>/`` with the host prefix
+conda-build builds in ``<croot>/<name>_<timestamp>/`` (``conda-bld`` locally,
+``/home/conda/feedstock_root/build_artifacts`` on conda-forge's CI) with the host prefix
 ``_h_env_placehold_placehold...``, the build prefix ``_build_env`` and the sources in ``work``. In
 an installed package the host placeholder is gone wherever conda's prefix replacement handled it
 (the files of ``info/has_prefix``), so any of these strings left is a path that points nowhere on
@@ -14,11 +15,12 @@ from dataclasses import dataclass
 
 from megabuild.binaries.buffer import Buffer
 
-# anchor (found with the buffer's fast find) -> the whole match around it
+# anchor (found with the buffer's fast find) -> the whole match, which must hold the anchor
 PATTERNS: dict[bytes, re.Pattern[bytes]] = {
     b"_h_env_placehold": re.compile(rb"[/\\]_h_env_placehold"),
     b"_build_env": re.compile(rb"[/\\]_build_env(?![A-Za-z0-9_])"),
-    b"conda-bld": re.compile(rb"conda-bld[/\\]+[^/\\\0\s\"']+[/\\]+work(?![A-Za-z0-9_])"),
+    # the work dir of a build: <croot>/<package>_<timestamp in ms>/work
+    b"work": re.compile(rb"[/\\][A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]+work(?![A-Za-z0-9_])"),
 }
 _CONTEXT = 100  # bytes either side of a hit shown in the finding
 
@@ -50,8 +52,8 @@ def scan(data: Buffer, extra: tuple[bytes, ...] = ()) -> Hit | None:
         while at >= 0:
             lo = max(0, at - _CONTEXT)
             window = bytes(data[lo : at + len(anchor) + _CONTEXT])
-            match = pattern.search(window, max(0, at - lo - 1))
-            if match is not None and match.start() <= at - lo:
+            hit = at - lo
+            if any(m.start() <= hit < m.end() for m in pattern.finditer(window)):
                 count += 1
                 example = example or _around(window, at - lo)
             at = data.find(anchor, at + len(anchor))
