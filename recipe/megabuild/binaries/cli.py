@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import shutil
 import sys
@@ -53,7 +54,7 @@ def register(groups: Any) -> None:
         "--dll-dir",
         action="append",
         default=[],
-        help="Windows: an extra DLL directory, relative to the prefix",
+        help="Windows: an extra DLL directory (absolute, or relative to the prefix)",
     )
     parser.add_argument("--cuda-arch-list", help="TORCH_CUDA_ARCH_LIST the torch_cuda library must hold")
     parser.add_argument(
@@ -129,7 +130,9 @@ def _check_binaries(args: argparse.Namespace) -> int:
     target = args.target_platform or host_target_platform()
     if not args.prefix.is_dir():
         raise MegabuildError(f"--prefix {args.prefix} is not a directory")
-    tree = Tree(args.prefix.resolve(), tuple(d.replace("\\", "/") for d in args.dll_dir))
+    prefix = args.prefix.resolve()
+    dll_dirs = (os.path.relpath(Path(d).resolve(), prefix) if Path(d).is_absolute() else d for d in args.dll_dir)
+    tree = Tree(prefix, tuple(d.replace("\\", "/") for d in dll_dirs))
     files = _files(args)
     options = Options(target, args.c_stdlib_version, tuple(args.build_string))
     findings = check_files(tree, files, options)

@@ -51,9 +51,6 @@ class Tree:
                 self._listings[directory] = set()
         return name.lower() in self._listings[directory]
 
-    def rel(self, path: str) -> str:
-        return posixpath.relpath(posixpath.normpath(path), self.root)
-
 
 def _expand_origin(entry: str, origin: str) -> str:
     return entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
@@ -63,7 +60,7 @@ def elf_findings(tree: Tree, relpath: str, elf: ElfFile) -> list[Finding]:
     origin = posixpath.dirname(posixpath.join(tree.root, relpath))
     dirs = [_expand_origin(entry, origin) for entry in elf.search_path]
     out = [
-        Finding("runpath", relpath, f"{entry} leaves the prefix ({tree.rel(d)})")
+        Finding("runpath", relpath, f"{entry} leaves the prefix")
         for entry, d in zip(elf.search_path, dirs)
         if not tree.inside(d)
     ]
