@@ -15,6 +15,7 @@ from megabuild.binaries.checks import Options, check_files
 from megabuild.binaries.elf import PT_GNU_STACK, read_elf
 from megabuild.binaries.findings import Finding
 from megabuild.binaries.linkage import Tree
+from megabuild.model import LIBTORCH
 from support.megabuild_cli import run_megabuild
 
 LINUX = Options("linux-64", c_stdlib_version="2.17")
@@ -202,13 +203,13 @@ def _conda_meta(prefix: Path, name: str, files: list[str], build: str = "cpu_h0_
 
 
 def test_the_command_line_checks_an_installed_package(prefix: Path) -> None:
-    _conda_meta(prefix, "libtorch", ["lib/libgood.so"])
+    _conda_meta(prefix, LIBTORCH, ["lib/libgood.so"])
     args = [
         "check-binaries",
         "--prefix",
         prefix,
         "--package",
-        "libtorch",
+        LIBTORCH,
         "--target-platform",
         "linux-64",
         "--c-stdlib-version",
@@ -228,7 +229,7 @@ def test_the_command_line_applies_explanations(prefix: Path, tmp_path: Path) -> 
     pyc = prefix / "lib/python3.12/site-packages/torch/__pycache__/x.cpython-312.pyc"
     pyc.parent.mkdir(parents=True)
     pyc.write_bytes(b"\0\0/home/c/build_artifacts/p_1/_h_env_placehold_placehold/lib/x.py\0")
-    _conda_meta(prefix, "libtorch", ["lib/libgood.so", pyc.relative_to(prefix).as_posix()])
+    _conda_meta(prefix, LIBTORCH, ["lib/libgood.so", pyc.relative_to(prefix).as_posix()])
     explained = tmp_path / "explained.json"
     reason = "libdep comes with another package"
     explained.write_text(
@@ -240,7 +241,7 @@ def test_the_command_line_applies_explanations(prefix: Path, tmp_path: Path) -> 
             }
         )
     )
-    base = ["check-binaries", "--prefix", prefix, "--package", "libtorch", "--target-platform", "linux-64"]
+    base = ["check-binaries", "--prefix", prefix, "--package", LIBTORCH, "--target-platform", "linux-64"]
     assert run_megabuild(*base).stdout.splitlines() == [
         "unresolved: lib/libgood.so: libdep.so (searched $ORIGIN)"
     ]
@@ -253,7 +254,7 @@ def test_the_command_line_applies_explanations(prefix: Path, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--package", "libtorch"], "package libtorch is not installed"),
+        (["--package", LIBTORCH], f"package {LIBTORCH} is not installed"),
         ([], "nothing to check"),
         (["--path", "lib/libgood.so", "--cuda-arch-list", "7.5;banana"], "is not like 8.6"),
     ],

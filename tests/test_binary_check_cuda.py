@@ -8,6 +8,7 @@ line, and fails under ``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from megabuild.binaries import cuda_arch, torch_config
 from megabuild.binaries.findings import Finding
 from megabuild.errors import MegabuildError
+from megabuild.model import LINALG, LinalgVariant
 from support.megabuild_cli import run_megabuild
 
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2; }\nvoid launch(float *x) { k<<<1, 32>>>(x); }\n"
@@ -165,13 +167,16 @@ def test_torch_config(text: str, variant: torch_config.Variant, expected: list[s
 def test_torch_config_command_line_reads_the_installed_linalg_variant(tmp_path: Path) -> None:
     (tmp_path / "show.txt").write_text(show(cuda=True, magma=True))
     (tmp_path / "conda-meta").mkdir()
-    record = '{"name": "libtorch-cuda-linalg", "build": "cuda130_mkl_%s_h1234567_200", "files": []}'
-    meta = tmp_path / "conda-meta/libtorch-cuda-linalg-2.14.1-x.json"
+
+    def record(variant: LinalgVariant) -> str:
+        return json.dumps({"name": LINALG, "build": f"cuda130_mkl_{variant.value}_h1234567_200", "files": []})
+
+    meta = tmp_path / f"conda-meta/{LINALG}-2.14.1-x.json"
     args = ["check-torch-config", "--blas", "mkl", "--cuda-version", "13.0", "--prefix", tmp_path,
             "--show-file", tmp_path / "show.txt"]  # fmt: skip
-    meta.write_text(record % "magma")
+    meta.write_text(record(LinalgVariant.MAGMA))
     assert run_megabuild(*args).returncode == 0
-    meta.write_text(record % "nomagma")
+    meta.write_text(record(LinalgVariant.NOMAGMA))
     done = run_megabuild(*args)
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
