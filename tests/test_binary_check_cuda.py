@@ -164,6 +164,16 @@ def test_torch_config(text: str, variant: torch_config.Variant, expected: list[s
     assert [f.detail for f in torch_config.compare(text, variant)] == expected
 
 
+def test_without_a_gpu_magma_comes_from_has_magma() -> None:
+    """No GPU: at::show_config() prints no CUDA hook lines (no 'CUDA Runtime', no 'Magma')."""
+    text = show(cuda=True).replace(CUDA_LINES, "")
+    assert torch_config.compare(text, V("mkl", "13.0", True)) == []  # nothing to judge from the text
+    assert torch_config.compare(text, V("mkl", "13.0", True), has_magma=True) == []
+    assert [f.detail for f in torch_config.compare(text, V("mkl", "13.0", True), has_magma=False)] == [
+        "the installed linalg variant links MAGMA, but torch._C._has_magma is False"
+    ]
+
+
 def test_torch_config_command_line_reads_the_installed_linalg_variant(tmp_path: Path) -> None:
     (tmp_path / "show.txt").write_text(show(cuda=True, magma=True))
     (tmp_path / "conda-meta").mkdir()

@@ -131,7 +131,9 @@ def _check_binaries(args: argparse.Namespace) -> int:
     if not args.prefix.is_dir():
         raise MegabuildError(f"--prefix {args.prefix} is not a directory")
     prefix = args.prefix.resolve()
-    dll_dirs = (os.path.relpath(Path(d).resolve(), prefix) if Path(d).is_absolute() else d for d in args.dll_dir)
+    dll_dirs = (
+        os.path.relpath(Path(d).resolve(), prefix) if Path(d).is_absolute() else d for d in args.dll_dir
+    )
     tree = Tree(prefix, tuple(d.replace("\\", "/") for d in dll_dirs))
     files = _files(args)
     options = Options(target, args.c_stdlib_version, tuple(args.build_string))
@@ -160,17 +162,19 @@ def _installed_magma(prefix: Path | None) -> bool | None:
     return f"_{LinalgVariant.MAGMA.value}_" in linalg.build
 
 
-def _show_text(args: argparse.Namespace) -> str:
+def _show_text(args: argparse.Namespace) -> tuple[str, bool | None]:
+    """The text of torch.__config__.show() and torch._C._has_magma (``None``: not known)."""
     if args.show_file is not None:
         try:
-            return str(args.show_file.read_text(encoding="utf-8"))
+            return str(args.show_file.read_text(encoding="utf-8")), None
         except OSError as exc:
             raise MegabuildError(f"cannot read {args.show_file}: {exc.strerror or exc}") from None
     try:
         torch = importlib.import_module("torch")
     except ImportError as exc:
         raise MegabuildError(f"cannot import torch: {exc}") from None
-    return str(torch.__config__.show())
+    has_magma = getattr(torch._C, "_has_magma", None)
+    return str(torch.__config__.show()), None if has_magma is None else bool(has_magma)
 
 
 def _check_torch_config(args: argparse.Namespace) -> int:
@@ -178,7 +182,8 @@ def _check_torch_config(args: argparse.Namespace) -> int:
     magma = _installed_magma(args.prefix) if args.magma == "installed" else choice[args.magma]
     cuda = None if args.cuda_version in ("None", "") else args.cuda_version
     variant = torch_config.Variant(args.blas, cuda, magma if cuda else None, choice[args.mkldnn])
-    findings = torch_config.compare(_show_text(args), variant)
+    text, has_magma = _show_text(args)
+    findings = torch_config.compare(text, variant, has_magma)
     for finding in findings:
         print(finding.line())
     print(f"check-torch-config: {len(findings)} finding(s) for {variant}", file=sys.stderr)

@@ -32,14 +32,15 @@ class Hit:
 
 
 def _around(window: bytes, at: int) -> str:
-    """The printable run of ``window`` that holds offset ``at`` (at most 160 characters)."""
+    """The printable text of ``window`` around offset ``at``: up to 60 characters before it and 100
+    from it on (a hit in a long string shows the part that holds it)."""
     lo = at
-    while lo > 0 and 0x20 <= window[lo - 1] < 0x7F:
+    while lo > max(0, at - 60) and 0x20 <= window[lo - 1] < 0x7F:
         lo -= 1
     hi = at
-    while hi < len(window) and 0x20 <= window[hi] < 0x7F:
+    while hi < min(len(window), at + 100) and 0x20 <= window[hi] < 0x7F:
         hi += 1
-    return window[lo:hi].decode("ascii")[:160]
+    return window[lo:hi].decode("ascii")
 
 
 def scan(data: Buffer, extra: tuple[bytes, ...] = ()) -> Hit | None:

@@ -1,9 +1,11 @@
 """``torch.__config__.show()`` against the variant the package was built for.
 
 The text has a ``Build settings:`` line (``BLAS_INFO=mkl, ..., CUDA_VERSION=13.0, ...,
-USE_CUDA=ON, ..., USE_MKL=ON, USE_MKLDNN=ON, ...``) compiled into libtorch, and lines that the
-libraries add at run time: ``CUDA Runtime 13.0`` and, with the recipe's patch 0001, ``Magma x.y.z``
-exactly when the installed libtorch-cuda-linalg variant links MAGMA.
+USE_CUDA=ON, ..., USE_MKL=ON, USE_MKLDNN=ON, ...``) compiled into libtorch. Only where a GPU is
+present (``at::hasCUDA()``) the CUDA hooks add their lines: ``CUDA Runtime 13.0`` and, with the
+recipe's patch 0001, ``Magma x.y.z`` exactly when the installed linalg variant links MAGMA. Without
+a GPU (conda-forge's CI) MAGMA is judged from ``torch._C._has_magma`` instead, which patch 0001
+answers from the installed variant too.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def _on(value: str | None) -> bool:
     return (value or "").upper() in ("ON", "1", "TRUE", "YES")
 
 
-def compare(text: str, variant: Variant) -> list[Finding]:
+def compare(text: str, variant: Variant, has_magma: bool | None = None) -> list[Finding]:
+    """Findings of ``text`` against ``variant``; ``has_magma``: ``torch._C._has_magma`` if known."""
     settings = build_settings(text)
     if not settings:
         return [Finding("torch-config", WHERE, "no 'Build settings:' line")]
@@ -50,18 +53,28 @@ def compare(text: str, variant: Variant) -> list[Finding]:
     if variant.blas != "mkl" and (blas == "mkl" or mkl):
         out.append(f"blas_impl {variant.blas}, but BLAS_INFO={blas}, USE_MKL={settings.get('USE_MKL')}")
     out += _cuda(text, settings, variant)
-    if variant.magma is not None:
-        magma = re.search(r"^\s*- Magma (\S+)", text, re.MULTILINE)
-        if variant.magma and magma is None:
-            out.append("the installed linalg variant links MAGMA, but no 'Magma' line")
-        if not variant.magma and magma is not None:
-            out.append(f"no MAGMA installed, but 'Magma {magma.group(1)}'")
+    out += _magma(text, variant, has_magma)
     if variant.mkldnn is not None and _on(settings.get("USE_MKLDNN")) != variant.mkldnn:
         out.append(
             f"MKL-DNN {'expected' if variant.mkldnn else 'not expected'}, "
             f"USE_MKLDNN={settings.get('USE_MKLDNN')}"
         )
     return [Finding("torch-config", WHERE, line) for line in out]
+
+
+def _magma(text: str, variant: Variant, has_magma: bool | None) -> list[str]:
+    if variant.magma is None:
+        return []
+    if re.search(r"- CUDA Runtime ", text) is not None:  # the CUDA hooks' lines are there
+        magma = re.search(r"^\s*- Magma (\S+)", text, re.MULTILINE)
+        if variant.magma and magma is None:
+            return ["the installed linalg variant links MAGMA, but no 'Magma' line"]
+        if not variant.magma and magma is not None:
+            return [f"no MAGMA installed, but 'Magma {magma.group(1)}'"]
+    if has_magma is not None and has_magma != variant.magma:
+        links = "links" if variant.magma else "has no"
+        return [f"the installed linalg variant {links} MAGMA, but torch._C._has_magma is {has_magma}"]
+    return []
 
 
 def _cuda(text: str, settings: dict[str, str], variant: Variant) -> list[str]:
