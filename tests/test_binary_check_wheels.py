@@ -58,7 +58,9 @@ def test_the_split_wheel_has_only_explained_findings(subdir: str, tmp_path: Path
     for finding, why in verdict.explained:
         print(f"explained: {finding.line()} -- {why.reason[:80]}")
     assert not verdict.unexplained, "\n".join(verdict.lines())
-    assert not verdict.unused, [e.detail for e in verdict.unused]
+    # the fatbin check is not run here (cuobjdump needs ~100 s): its explanations are the rehearsal's
+    unused = [e for e in verdict.unused if e.check != "cuda-arch"]
+    assert not unused, [e.detail for e in unused]
     # the checks ran on the real bytes: the libraries are there and were read
     assert sum(len(files) for files in split.packages.values()) > 10_000
     assert findings, "an upstream wheel always takes something from outside a conda environment"
