@@ -25,6 +25,7 @@ COMMAND_GROUPS = (
     "megabuild.buildstate.cli",
     "megabuild.pipeline.cli",
     "megabuild.binaries.cli",
+    "megabuild.binaries.config_cli",
 )
 
 
