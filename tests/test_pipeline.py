@@ -113,7 +113,18 @@ def test_help_lists_every_group() -> None:
                           check=False, env=dict(os.environ, PYTHONPATH=str(RECIPE)))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     listed = set(re.findall(r"^    (\S+)", proc.stdout, re.M))
-    groups = {"cache", "split", "cmake-args", "magma-linalg", "build-state", "build", "upstream-tests", "env"}
+    groups = {
+        "cache",
+        "split",
+        "cmake-args",
+        "magma-linalg",
+        "build-state",
+        "build",
+        "upstream-tests",
+        "env",
+        "check-binaries",
+        "check-torch-config",
+    }
     assert listed == groups, proc.stdout
     assert len(cli.COMMAND_GROUPS) == len(groups)
 

@@ -26,6 +26,8 @@ COMMAND_GROUPS = (
     "megabuild.pipeline.cli",
     "megabuild.upstream_tests.cli",
     "megabuild.buildenv.cli",
+    "megabuild.binaries.cli",
+    "megabuild.binaries.config_cli",
 )
 
 

@@ -1,0 +1,71 @@
+"""``python -m megabuild check-torch-config``: ``torch.__config__.show()`` against the variant
+(the pytorch package's test)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from megabuild.binaries import torch_config
+from megabuild.binaries.installed import installed
+from megabuild.errors import MegabuildError
+from megabuild.model import LINALG, LinalgVariant
+
+
+def register(groups: Any) -> None:
+    parser = groups.add_parser(
+        "check-torch-config",
+        help="torch.__config__.show() against the variant",
+        description=torch_config.__doc__,
+    )
+    parser.add_argument("--blas", required=True, choices=("mkl", "generic"), help="blas_impl")
+    parser.add_argument("--cuda-version", required=True, help="cuda_compiler_version (None: a CPU build)")
+    magma_help = f"installed: as the installed {LINALG} variant (needs --prefix)"
+    magma_choices = ("yes", "no", "installed", "any")
+    parser.add_argument("--magma", default="installed", choices=magma_choices, help=magma_help)
+    parser.add_argument("--mkldnn", default="any", choices=("yes", "no", "any"))
+    parser.add_argument("--prefix", type=Path, help="the environment, for --magma installed")
+    parser.add_argument(
+        "--show-file", type=Path, help="the text of torch.__config__.show() (default: import torch)"
+    )
+    parser.set_defaults(handler=_check_torch_config)
+
+
+def _installed_magma(prefix: Path | None) -> bool | None:
+    if prefix is None:
+        raise MegabuildError("--magma installed needs --prefix")
+    linalg = installed(prefix, LINALG)
+    if linalg is None:
+        return None  # CPU builds, Windows: no linalg package to ask
+    return f"_{LinalgVariant.MAGMA.value}_" in linalg.build
+
+
+def _show_text(args: argparse.Namespace) -> tuple[str, bool | None]:
+    """The text of torch.__config__.show() and torch._C._has_magma (``None``: not known)."""
+    if args.show_file is not None:
+        try:
+            return str(args.show_file.read_text(encoding="utf-8")), None
+        except OSError as exc:
+            raise MegabuildError(f"cannot read {args.show_file}: {exc.strerror or exc}") from None
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError as exc:
+        raise MegabuildError(f"cannot import torch: {exc}") from None
+    has_magma = getattr(torch._C, "_has_magma", None)
+    return str(torch.__config__.show()), None if has_magma is None else bool(has_magma)
+
+
+def _check_torch_config(args: argparse.Namespace) -> int:
+    choice = {"yes": True, "no": False, "any": None}
+    magma = _installed_magma(args.prefix) if args.magma == "installed" else choice[args.magma]
+    cuda = None if args.cuda_version in ("None", "") else args.cuda_version
+    variant = torch_config.Variant(args.blas, cuda, magma if cuda else None, choice[args.mkldnn])
+    text, has_magma = _show_text(args)
+    findings = torch_config.compare(text, variant, has_magma)
+    for finding in findings:
+        print(finding.line())
+    print(f"check-torch-config: {len(findings)} finding(s) for {variant}", file=sys.stderr)
+    return 1 if findings else 0

@@ -1,0 +1,93 @@
+"""The real upstream torch wheel's files, split as the feedstock packs them, checked by check-binaries.
+
+:func:`split_wheel` runs the build pipeline on the wheel's listing laid out as empty placeholders
+(``feedstock.bump.split_run``: top level, linalg, libtorch, pytorch with its wheel.exclude and
+link-back, the same typed split calls as the build), then :func:`check_split` reads every packaged
+file's real bytes from the wheel (never unpacked to disk) and checks them where the split put them.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from feedstock.bump.placeholder_build import Places
+from feedstock.bump.platforms import Platform
+from feedstock.bump.recipe import read_recipe
+from feedstock.bump.run import layout_of, prepare
+from feedstock.bump.split_run import Run
+from feedstock.bump.wheels import Fetched, read_wheel
+from feedstock.paths import REPO
+from megabuild.binaries.buffer import Buffer
+from megabuild.binaries.checks import Options, check_files
+from megabuild.binaries.findings import Finding
+from megabuild.binaries.installed import package_files
+from megabuild.binaries.linkage import Tree
+from megabuild.model import LIBTORCH, LINALG, PYTORCH
+
+
+@dataclass(frozen=True)
+class SplitWheel:
+    wheel: Path
+    platform: Platform
+    prefix: Path
+    packages: dict[str, tuple[str, ...]]  # package -> its files, relative to the prefix
+    members: dict[str, str]  # file relative to the prefix -> the wheel member holding its bytes
+    python: str
+    c_stdlib_version: str | None  # of the config the wheel's layout was rendered with (Linux)
+
+
+def split_wheel(wheel: Path, platform: Platform, work: Path) -> SplitWheel:
+    recipe = read_recipe(REPO)
+    checked = prepare(recipe, Fetched(platform, read_wheel(wheel), "cached"))
+    layout = layout_of(checked)
+    assert layout is not None, f"{wheel.name}: no config or split spec"
+    places = Places(work, layout)
+    results = Run(layout, places).all_phases()
+    assert not results.failed, results.failed
+    prefix = places.prefix
+    packages = {
+        name: package_files(prefix, name)
+        for name in (LIBTORCH, LINALG)
+        if list(prefix.glob(f"conda-meta/{name}-*"))
+    }
+    taken = {f for files in packages.values() for f in files} | {"conda-meta"}
+    rest = [
+        p.relative_to(prefix).as_posix()
+        for p in prefix.rglob("*")
+        if (p.is_symlink() or p.is_file()) and not p.relative_to(prefix).as_posix().startswith("conda-meta/")
+    ]
+    packages[PYTORCH] = tuple(sorted(f for f in rest if f not in taken))
+    sp = places.prefix_site_packages.relative_to(prefix).as_posix()
+    members: dict[str, str] = {}
+    for row in layout.rows:
+        members[f"{sp}/{row.path}"] = row.path
+        if row.path.startswith("torch/"):
+            placed = layout.spec.install_path(row.path.removeprefix("torch/"))
+            if placed is not None:
+                members[placed] = row.path
+    stdlib = next(
+        (o.variant["c_stdlib_version"] for o in layout.outputs if "c_stdlib_version" in o.variant), None
+    )
+    return SplitWheel(wheel, platform, prefix, packages, members, layout.python, stdlib)
+
+
+def check_split(
+    split: SplitWheel, options: Options, dll_dirs: tuple[str, ...] = ()
+) -> dict[str, list[Finding]]:
+    """Findings per package, each file read from the wheel."""
+    tree = Tree(split.prefix.resolve(), dll_dirs)
+    with zipfile.ZipFile(split.wheel) as archive:
+
+        @contextmanager
+        def opener(rel: str) -> Iterator[Buffer]:
+            member = split.members.get(rel)
+            if member is None:  # written by the split itself (the magma placeholder)
+                yield (split.prefix / rel).read_bytes()
+                return
+            yield archive.read(member)
+
+        return {name: check_files(tree, files, options, opener) for name, files in split.packages.items()}

