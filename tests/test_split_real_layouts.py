@@ -123,8 +123,8 @@ def test_a_real_unpacked_wheel_is_split_by_the_same_procedure(tmp_path: Path) ->
     the same procedure, the same verdict as its listing, and the real bytes where the split put them."""
     wheel = cache_dir() / "macosx_14_0_arm64" / f"torch-{recipe().version}-cp312-cp312-macosx_14_0_arm64.whl"
     if not wheel.is_file():
-        if os.environ.get("FEEDSTOCK_REQUIRE_WHEELS") == "1":
-            pytest.fail(f"FEEDSTOCK_REQUIRE_WHEELS=1 but {wheel.name} is not in the wheel cache")
+        if os.environ.get("FEEDSTOCK_REQUIRE_REAL_WHEELS") == "1":
+            pytest.fail(f"FEEDSTOCK_REQUIRE_REAL_WHEELS=1 but {wheel.name} is not in the wheel cache")
         pytest.skip(f"{wheel.name} not in the wheel cache (tests/test_split_wheel.py fetches it)")
     root = tmp_path / "wheel"
     with zipfile.ZipFile(wheel) as archive:
