@@ -84,6 +84,9 @@ class PlatformFacts:
     (left out of the split), each with the reason."""
     stood_in_by: str = ""
     """Upstream publishes no wheel for it (osx-64: none since 2.3); this platform's stands in."""
+    blas_impls: tuple[str, ...] = ("generic",)
+    """conda_build_config.yaml's ``blas_impl`` values here: MKL exists for x86_64 only, and
+    conda-forge's pytorch builds only MKL on Windows (no OpenBLAS with OpenMP there)."""
 
     @property
     def family(self) -> str:
@@ -116,7 +119,7 @@ AARCH64_WHEEL_REPAIR = {
 PLATFORMS = (
     PlatformFacts(
         "linux-64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
-        pip_tag="manylinux_2_28_x86_64", listing_tag="linux_x86_64",
+        pip_tag="manylinux_2_28_x86_64", listing_tag="linux_x86_64", blas_impls=("mkl", "generic"),
     ),
     PlatformFacts(
         "linux-aarch64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
@@ -129,9 +132,11 @@ PLATFORMS = (
     PlatformFacts(
         "osx-64", _OSX_SHLIB, lazy_linalg=False, symlinks=True,
         pip_tag="macosx_14_0_x86_64", listing_tag="macosx_x86_64", stood_in_by="osx-arm64",
+        blas_impls=("mkl", "generic"),
     ),
     PlatformFacts(
-        "win-64", (".dll",), lazy_linalg=False, symlinks=False, pip_tag="win_amd64", listing_tag="win_amd64"
+        "win-64", (".dll",), lazy_linalg=False, symlinks=False, pip_tag="win_amd64", listing_tag="win_amd64",
+        blas_impls=("mkl",),
     ),
 )  # fmt: skip
 """Every platform the feedstock builds (design notes, section 5)."""

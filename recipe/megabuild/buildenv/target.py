@@ -11,18 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from megabuild import model
 from megabuild.errors import MegabuildError
 
-PLATFORMS = ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")
-# MKL exists for x86_64 only; conda-forge's pytorch builds MKL only on Windows (no OpenBLAS
-# with OpenMP there), conda_build_config.yaml's blas_impl selectors.
-BLAS_BY_PLATFORM = {
-    "linux-64": ("mkl", "generic"),
-    "linux-aarch64": ("generic",),
-    "osx-64": ("mkl", "generic"),
-    "osx-arm64": ("generic",),
-    "win-64": ("mkl",),
-}
+PLATFORMS = tuple(facts.subdir for facts in model.PLATFORMS)
+"""The platforms and their BLAS choices are the model's (megabuild.model.PlatformFacts)."""
 NO_CUDA = "None"
 """conda-build's ``cuda_compiler_version`` of a CPU config."""
 DEFAULT_CPU_COUNT = 2
@@ -51,7 +44,7 @@ class BuildTarget:
         ):
             if platform not in PLATFORMS:
                 raise MegabuildError(f"env: unsupported {name} {platform!r} (known: {', '.join(PLATFORMS)})")
-        blas = BLAS_BY_PLATFORM[self.target_platform]
+        blas = model.platform(self.target_platform).blas_impls
         if self.blas_impl not in blas:
             raise MegabuildError(
                 f"env: unsupported blas_impl {self.blas_impl!r} on {self.target_platform}"
