@@ -31,7 +31,7 @@ import pytest
 from feedstock.bump.recipe import read_recipe
 from feedstock.paths import REPO
 from harness import channel, ninja
-from harness.conda_build import RunResult, find_config, run_config, variant_value
+from harness.conda_build import CONDA_FORGE_SKBUILD, RunResult, find_config, run_config, variant_value
 from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.python_files import foreign_python_files, python_of_abi
@@ -87,6 +87,9 @@ def _pytorch_of(run: RunResult, python: str) -> Package:
     return pkg
 
 
+FORCE_COLOR = {"FORCE_COLOR": "1"}
+
+
 def _cuda_config() -> Path:
     return find_config("linux_64_cuda12.6")
 
@@ -108,7 +111,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
         extra["recipe_dir"] = Path(os.environ["MEGABUILD_E2E_RECIPE_DIR"])
         print(f"\nWARNING: running the recipe copy in {extra['recipe_dir']}, not recipe/")
     t0 = time.monotonic()
-    result = run_config(_cuda_config(), work, pythons=pythons, cpu_count=os.cpu_count() or 2, **extra)
+    # FORCE_COLOR reaches every build script as conda-build hands a script_env variable: the
+    # backend colours its banner, and the build's figures must not depend on reading it
+    # (tests/test_measurement.py checks the figures of these logs)
+    result = run_config(
+        _cuda_config(), work, pythons=pythons, cpu_count=os.cpu_count() or 2, passed_env=FORCE_COLOR, **extra
+    )
     print(f"\nend-to-end run: {time.monotonic() - t0:.0f}s in {work}")
     yield result
 
@@ -579,3 +587,30 @@ def test_a_gil_env_never_gets_the_freethreaded_build(run: RunResult, freethreade
         exact = f"pytorch =={ft.record['version']} {ft.record['build']}"
         with pytest.raises(Exception, match=r"(?i)cannot|unsat|no candidates|nothing provides|conflict"):
             channel.solve(run.channel, [exact, f"python {short}.* *_cpython"], {"__cuda": "12.6"})
+
+
+# ------------------------------------------------------------------------------------------------
+# measurement (issue 31): the run above hands FORCE_COLOR=1 to every build script
+# ------------------------------------------------------------------------------------------------
+
+ESC = "\x1b["
+BYTES_LINE = re.compile(
+    r"^bytes: cmake --install wrote \d+ files, [\d,]+ bytes; the wheel packed \d+ files, [\d,]+ bytes "
+    r"\((torch-\S+\.whl), scikit-build-core ([^)\s]+)\)$",
+    re.M,
+)
+
+
+def test_force_color_build_passes_and_is_measured(run: RunResult) -> None:
+    """scikit-build-core colours its banner under FORCE_COLOR (a regex on it misses it): the build
+    passed, and every pass's figures came from the installed files, with no warning. On 4b63fb6 the
+    top level failed: ``pip's output names no scikit-build-core run or no created wheel``."""
+    passes = [s for s in run.steps if s.name in (model.TOP_LEVEL, model.PYTORCH)]
+    assert len(passes) >= 3, [s.name for s in passes]
+    for step in passes:
+        log = step.log.read_text(errors="replace")
+        banner = [line for line in log.splitlines() if "scikit-build-core" in line and "***" in line]
+        assert banner and all(ESC in line for line in banner), (step.name, banner)
+        found = BYTES_LINE.findall(log)
+        assert len(found) == 1 and found[0][1] == CONDA_FORGE_SKBUILD, (step.name, found)
+        assert "warning: not measured" not in log, step.name

@@ -1,9 +1,8 @@
 """A measurement never fails a build: the figures of a ``pip install .`` pass come from files.
 
-* The miniature megabuild (``linux_64_cpu_generic``, Python 3.12) through the harness with
-  ``FORCE_COLOR=1`` handed to every build script, as conda-build hands a variable the recipe's
-  ``script_env`` names: scikit-build-core colours its banner, and a build that scraped the banner
-  failed here (``pip's output names no scikit-build-core run or no created wheel``).
+* The miniature megabuild with ``FORCE_COLOR=1`` handed to every build script, as conda-build
+  hands a variable the recipe's ``script_env`` names, is tests/test_e2e_megabuild.py's own run
+  (``test_force_color_build_passes_and_is_measured`` there: one build, not two).
 * One pass of the real backend on the fixture with ``PIP_QUIET`` set (neither the banner nor
   pip's ``Created wheel for`` line is printed): every figure is still taken; and with the
   backend's metadata planted away, the pass goes on with one warning line.
@@ -18,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness.conda_build import CONDA_FORGE_SKBUILD, RunResult
+from harness.conda_build import CONDA_FORGE_SKBUILD
 from harness.pythons import CPython
 from harness.skbuild_tree import SkbuildTree
 from megabuild.pipeline import frontend
-from support.build_sh import build_fixture
 
 pytestmark = pytest.mark.slow
 CONFIG = "linux_64_cpu_generic"
@@ -32,26 +30,6 @@ BYTES_LINE = re.compile(
     rf"\(({WHEEL}), scikit-build-core ([^)\s]+)\)$",
     re.M,
 )
-ESC = "\x1b["
-
-
-@pytest.fixture(scope="module")
-def coloured(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
-    """The whole fixture build, ``FORCE_COLOR=1`` reaching build.sh and so pip and the backend."""
-    return build_fixture(CONFIG, tmp_path_factory.mktemp("force-color"), {"FORCE_COLOR": "1"})
-
-
-def test_force_color_build_passes_and_is_measured(coloured: RunResult) -> None:
-    passes = [s for s in coloured.steps if s.name in ("libtorch-split", "pytorch")]
-    assert len(passes) == 2, [s.name for s in passes]
-    for step in passes:
-        log = step.log.read_text(errors="replace")
-        # the variable reached the backend: its banner is coloured, a plain regex misses it
-        banner = [line for line in log.splitlines() if "scikit-build-core" in line and "***" in line]
-        assert banner and all(ESC in line for line in banner), (step.name, banner)
-        found = BYTES_LINE.findall(log)
-        assert found == [(found[0][0], CONDA_FORGE_SKBUILD)], (step.name, found)
-        assert "warning: not measured" not in log, step.name
 
 
 # -- one pass of the real backend, its log silenced --------------------------------------------
