@@ -35,6 +35,7 @@ from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
 from feedstock.specs import spec_name, spec_parts
+from megabuild import model
 from megabuild.model import LINALG, PYTORCH
 
 from harness import activation, cuda_toolchain, ninja
@@ -59,7 +60,7 @@ from harness.source import copy_fixture, mirrored
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 
-TOP_LEVEL = "libtorch-split"
+TOP_LEVEL = model.TOP_LEVEL
 # Host requirements the harness provides with pip inside a conda-like prefix (a value of None:
 # scikit-build-core, in the version the run asks for, with the dependencies conda would add).
 PIP_PROVIDED: dict[str, str | None] = {

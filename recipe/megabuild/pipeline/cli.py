@@ -48,8 +48,9 @@ def _adopt(args: argparse.Namespace) -> int:
 
 
 def register(groups: Any) -> None:
-    parser = groups.add_parser("build", help="the recipe's build steps (top level, pytorch outputs)",
-                               description=__doc__)  # fmt: skip
+    parser = groups.add_parser(
+        "build", help="the recipe's build steps: one call per conda-build script", description=__doc__
+    )
     commands = parser.add_subparsers(dest="command", metavar="<step>", required=True)
     sub = commands.add_parser("top-level", help="build libtorch once and stage every output's files")
     sub.set_defaults(handler=_phase, phase=Phase.TOP_LEVEL)

@@ -23,7 +23,7 @@ def _spec_arg(parser: argparse.ArgumentParser) -> None:
         "--target-platform",
         metavar="PLATFORM",
         default=None,
-        help="conda target platform whose file names to expect: linux-64, linux-aarch64, osx-64, "
+        help="conda target platform whose file names to expect: linux-64, linux-aarch64, osx-64, win-64, "
         f"osx-arm64 (default: this machine's, {host_target_platform()})",
     )
 
