@@ -131,7 +131,11 @@ def make_env(
 
     chan = work / "channel"
     cpython = pick_python(PY)
-    real = [python_package(cpython, work / "stand-ins"), numpy_package(cpython, work / "stand-ins")]
+    python = python_package(cpython, work / "stand-ins")
+    for executable in sorted((python.root / "bin").glob("python*")):
+        if executable.is_file() and not executable.is_symlink():
+            conda_python_rpath(executable, cpython.root / "lib")
+    real = [python, numpy_package(cpython, work / "stand-ins")]
     for pkg in pkgs:
         build_conda(pkg, chan)
     for rec in stand_in_records([p.record for p in pkgs], "linux-64", []):
@@ -173,6 +177,21 @@ def make_env(
 
 
 _OURS = (LIBTORCH, LINALG, PYTORCH, PYTORCH_GPU)
+
+
+def conda_python_rpath(executable: Path, original_lib: Path) -> None:
+    """conda-forge's python carries DT_RPATH ``$ORIGIN/../lib`` (conda-build links with
+    --disable-new-dtags): upstream's libraries, whose own DT_RPATH names only ``$ORIGIN`` and
+    ``../../nvidia/...``, find ``$PREFIX/lib`` through it. The pyenv build in the stand-in has a
+    RUNPATH to its own lib dir; give the stand-in's copy conda's RPATH (and keep that dir)."""
+    copy = executable.with_name(executable.name + ".copy")
+    shutil.copy2(executable, copy)  # never write through a hard link to pyenv's binary
+    subprocess.run(
+        ["patchelf", "--force-rpath", "--set-rpath", f"$ORIGIN/../lib:{original_lib}", str(copy)],
+        check=True,
+        capture_output=True,
+    )
+    copy.replace(executable)
 
 
 def test_env(prefix: Path, home: Path) -> dict[str, str]:
@@ -251,9 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ARGS = args = parser.parse_args(argv)
     t_all = time.monotonic()
     cache = patch_check.cache_dir()
-    extra = [f"nvidia-cuda-nvcc=={CUDA}.*"]  # cuda-nvcc_linux-64 of the test requirements
+    extras = ["nvcc"]  # the test sections' cuda-nvcc_linux-64, as the wheel's own toolkit pin
     downloads = (
-        wheels.cached(args.version, cache) if args.offline else wheels.download(args.version, cache, extra)
+        wheels.cached(args.version, cache) if args.offline else wheels.download(args.version, cache, extras)
     )
     if downloads is None:
         raise FeedstockError(f"no cached wheels of torch {args.version} in {cache} (run without --offline)")
@@ -281,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k, v in smoke.items()
         ]
         report += [o.line() for o in outcomes]
+        _say("\n".join(o.line() for o in outcomes))
         if not args.no_compare:
             from harness.prefix import pick_python
 

@@ -26,8 +26,8 @@ def destination(member: str) -> str | None:
         return "/".join(("lib", *rest))
     if kind == "include":
         return "/".join((TARGET_DIR, "include", *rest))
-    if kind in ("bin", "nvvm"):
-        return "/".join((TARGET_DIR, kind, *rest))
+    if kind in ("bin", "nvvm"):  # cuda-nvcc's $PREFIX/bin/nvcc finds cicc in $PREFIX/nvvm
+        return "/".join((kind, *rest))
     return None
 
 
@@ -63,8 +63,3 @@ def _links(prefix: Path) -> None:
         plain = lib / (versioned.name.split(".so.")[0] + ".so")
         if not os.path.lexists(plain):
             plain.symlink_to(versioned.name)
-    bin_dir = prefix / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for tool in sorted((toolkit / "bin").glob("*")):
-        if not os.path.lexists(bin_dir / tool.name):
-            (bin_dir / tool.name).symlink_to(os.path.relpath(tool, bin_dir))

@@ -5,6 +5,7 @@ wheel cache (``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``, else ``~/.cache/pytorch-feedsto
 from __future__ import annotations
 
 import email.parser
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -99,7 +100,17 @@ def cached(version: str, cache: Path) -> Downloads | None:
     return Downloads(torch, where, wanted)
 
 
-def pip_download(requirements: list[str], dest: Path, *, deps: bool) -> None:
+def toolkit_requirements(requirements: list[str], extras: list[str]) -> list[str]:
+    """``cuda-toolkit[<extras>]`` at the version the wheel pins (the test section's nvcc must be
+    the toolkit the wheel was built with: a newer cicc writes PTX its ptxas cannot read)."""
+    for line in requirements:
+        req = Requirement(line)
+        if req.name == "cuda-toolkit" and extras:
+            return [f"cuda-toolkit[{','.join(extras)}]{req.specifier}"]
+    return []
+
+
+def pip_download(requirements: list[str], dest: Path, *, deps: bool, find_links: Path | None = None) -> None:
     platforms = [arg for plat in ACCEPTED_PLATFORMS for arg in ("--platform", plat)]
     cmd = [
         sys.executable,
@@ -130,9 +141,11 @@ def pip_download(requirements: list[str], dest: Path, *, deps: bool) -> None:
         raise DownloadError(f"pip download took longer than {TIMEOUT:.0f} s") from None
 
 
-def download(version: str, cache: Path, extra: list[str]) -> Downloads:
-    """The torch wheel and its Linux runtime wheels (plus ``extra``, the test tools), downloaded
-    once; a later call with the same requirements reads the cache only."""
+def download(version: str, cache: Path, toolkit_extras: list[str]) -> Downloads:
+    """The torch wheel and its Linux runtime wheels (plus the ``cuda-toolkit`` extras the test
+    sections need, e.g. ``nvcc``), downloaded once; a later call with the same requirements reads
+    the cache only. A new requirement list downloads into a fresh directory (the old one lends pip
+    its files), so no wheel of an older resolution stays behind."""
     found = cached(version, cache)
     torch = torch_wheel_path(version, cache)
     if not torch.is_file():
@@ -140,12 +153,16 @@ def download(version: str, cache: Path, extra: list[str]) -> Downloads:
         pip_download([f"torch=={version}"], torch.parent, deps=False)
         if not torch.is_file():
             raise DownloadError(f"pip download left no {torch.name} in {torch.parent}")
-    wanted = tuple([*linux_requirements(torch), *extra])
+    pins = linux_requirements(torch)
+    wanted = tuple([*pins, *toolkit_requirements(pins, toolkit_extras)])
     if found is not None and found.requirements == wanted:
         return found
     where = runtime_dir(version, cache)
-    where.mkdir(parents=True, exist_ok=True)
-    (where / COMPLETE).unlink(missing_ok=True)
-    pip_download(list(wanted), where, deps=True)
-    write_atomically(where / COMPLETE, "\n".join(wanted))
+    fresh = where.with_name(where.name + ".partial")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    pip_download(list(wanted), fresh, deps=True, find_links=where if where.is_dir() else None)
+    write_atomically(fresh / COMPLETE, "\n".join(wanted))
+    shutil.rmtree(where, ignore_errors=True)
+    fresh.rename(where)
     return Downloads(torch, where, wanted)
