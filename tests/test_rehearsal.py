@@ -3,8 +3,9 @@
 It downloads about 3 GB once (the torch wheel and the wheels its METADATA pins for Linux) into the
 shared wheel cache; without them these tests skip with one line, except under
 FEEDSTOCK_REQUIRE_REHEARSAL=1 (.ci/run sets it), where the rehearsal downloads them or fails.
-Marked ``rehearsal``: .ci/run runs them as their own step, after the main suite, and reports their
-time apart (``-m "not rehearsal"`` leaves them out of the main run).
+The three runs are marked ``rehearsal``: .ci/run runs them as their own step, after the main
+suite, with their own time (pyproject's addopts leave them out of the main run; ``-mrehearsal``
+selects them). The checks of the parts below run in the main suite, in seconds.
 
 Each test can fail: the two planted runs break the split in a copy of the recipe (a spec rule that
 sends libtorch_cpu to pytorch; a link-back whose $PREFIX/lib/libtorch_python.so link dangles) and
@@ -25,7 +26,6 @@ from feedstock import patch_check
 from feedstock.paths import RECIPE, SCRIPTS
 from feedstock.rehearsal import wheels
 
-pytestmark = pytest.mark.rehearsal
 VERSION = "2.14.1"
 REQUIRE = os.environ.get("FEEDSTOCK_REQUIRE_REHEARSAL") == "1"
 
@@ -54,6 +54,7 @@ def _rehearse(work: Path, *extra: str, recipe: Path | None = None) -> subprocess
     return proc
 
 
+@pytest.mark.rehearsal
 def test_rehearsal_passes_on_the_real_wheel(tmp_path: Path) -> None:
     _need_downloads()
     proc = _rehearse(tmp_path / "work")
@@ -73,6 +74,7 @@ def _recipe_copy(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.rehearsal
 def test_a_rule_sending_libtorch_cpu_to_pytorch_fails_it(tmp_path: Path) -> None:
     _need_downloads()
     recipe = _recipe_copy(tmp_path)
@@ -85,6 +87,7 @@ def test_a_rule_sending_libtorch_cpu_to_pytorch_fails_it(tmp_path: Path) -> None
     assert proc.returncode != 0, proc.stdout[-3000:]
 
 
+@pytest.mark.rehearsal
 def test_a_dangling_link_back_fails_it(tmp_path: Path) -> None:
     _need_downloads()
     recipe = _recipe_copy(tmp_path)
@@ -98,3 +101,65 @@ def test_a_dangling_link_back_fails_it(tmp_path: Path) -> None:
     proc = _rehearse(tmp_path / "work", "--no-compare", recipe=recipe)
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert "libtorch_python" in proc.stdout
+
+
+# -- the parts, in the main suite (seconds; the torch wheel alone, or nothing) ---------------------
+
+
+def _torch_wheel() -> Path:
+    wheel = wheels.torch_wheel_path(VERSION, patch_check.cache_dir())
+    if not wheel.is_file():
+        pytest.skip(f"no cached {wheel.name} (python scripts/rehearse.py downloads it)")
+    return wheel
+
+
+def test_patches_reach_the_packaged_files_and_leave_compiled_ones_whole() -> None:
+    from feedstock.rehearsal.patches import patched_members
+
+    patches = sorted((RECIPE / "patches").glob("*.patch"))
+    replaced, fates = patched_members(_torch_wheel(), patches)
+    applied = {f.patch[:4] for f in fates if f.applied}
+    # 0001 (torch.cuda.has_magma) needs its C++ half: applying its Python half alone would break
+    assert "0001" not in applied and {"0003", "0004", "0007"} <= applied, [f.line() for f in fates]
+    config = replaced["torch/share/cmake/Torch/TorchConfig.cmake"].decode()
+    assert "_conda_prefix" in config and "@" not in config.replace("@ONLY", "")
+    aten = replaced["torch/share/cmake/ATen/ATenConfig.cmake"].decode()
+    assert '"${_aten_prefix}/include"' in aten
+    assert "PREFIX" in replaced["torch/utils/cpp_extension.py"].decode()
+
+
+def test_conda_metadata_leaves_out_the_release_pins_only() -> None:
+    from feedstock.rehearsal.tree import conda_metadata
+
+    text = (
+        "Name: torch\nRequires-Dist: filelock\n"
+        "Requires-Dist: nvidia-nccl-cu13==2.30.7; platform_system == 'Linux'\n"
+        "Requires-Dist: cuda-toolkit[cudart]==13.0.3\nRequires-Dist: triton~=3.8.0\n"
+    )
+    assert conda_metadata(text) == "Name: torch\nRequires-Dist: filelock\nRequires-Dist: triton~=3.8.0\n"
+
+
+@pytest.mark.parametrize(
+    ("member", "where"),
+    [
+        ("nvidia/cu13/lib/libcudart.so.13", "lib/libcudart.so.13"),
+        ("nvidia/cudnn/lib/libcudnn.so.9", "lib/libcudnn.so.9"),
+        ("nvidia/cu13/include/cuda_runtime.h", "targets/x86_64-linux/include/cuda_runtime.h"),
+        ("nvidia/cu13/bin/nvcc", "bin/nvcc"),
+        ("nvidia/cu13/nvvm/bin/cicc", "nvvm/bin/cicc"),
+        ("nvidia_cudnn_cu13-9.24.0.43.dist-info/METADATA", None),
+        ("nvidia/__init__.py", None),
+    ],
+)
+def test_cuda_files_go_where_conda_forge_puts_them(member: str, where: str | None) -> None:
+    from feedstock.rehearsal.cuda_layout import destination
+
+    assert destination(member) == where
+
+
+def test_the_wheel_pins_resolve_for_linux_only() -> None:
+    requirements = wheels.linux_requirements(_torch_wheel())
+    names = {r.split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("~")[0] for r in requirements}
+    assert {"nvidia-cudnn-cu13", "triton", "sympy", "cuda-toolkit"} <= names
+    assert not any("extra" in r or ";" in r for r in requirements)  # markers evaluated, extras left out
+    assert wheels.toolkit_requirements(requirements, ["nvcc"]) == ["cuda-toolkit[nvcc]==13.0.3"]
