@@ -85,6 +85,12 @@ def test_a_rule_sending_libtorch_cpu_to_pytorch_fails_it(tmp_path: Path) -> None
     spec_path.write_text(json.dumps(spec))
     proc = _rehearse(tmp_path / "work", "--no-compare", recipe=recipe)
     assert proc.returncode != 0, proc.stdout[-3000:]
+    # caught by the rendered tests of libtorch: its library is not where libtorch puts it
+    assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_cpu${SHLIB_EXT}"), proc.stdout[-3000:]
+
+
+def _failed(out: str, command: str) -> bool:
+    return any(line.startswith("FAIL") and command in line for line in out.splitlines())
 
 
 @pytest.mark.rehearsal
@@ -100,7 +106,7 @@ def test_a_dangling_link_back_fails_it(tmp_path: Path) -> None:
     link_back.write_text(planted)
     proc = _rehearse(tmp_path / "work", "--no-compare", recipe=recipe)
     assert proc.returncode != 0, proc.stdout[-3000:]
-    assert "libtorch_python" in proc.stdout
+    assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_python${SHLIB_EXT}"), proc.stdout[-3000:]
 
 
 # -- the parts, in the main suite (seconds; the torch wheel alone, or nothing) ---------------------
