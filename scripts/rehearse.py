@@ -150,7 +150,8 @@ def make_env(
     )
     lines = [f"solved: {', '.join(f'{k}={v}' for k, v in sorted(solved.items()) if k in _OURS)}"]
     nvidia = [w for w in downloads.runtime_wheels() if w.name.startswith("nvidia_")]
-    nbytes = cuda_layout.lay_out(nvidia, prefix)
+    nbytes = cuda_layout.lay_out(nvidia, work / "cuda-files")
+    link_cuda(work, prefix)
     lines.append(
         f"CUDA runtime wheels in $PREFIX/lib and {cuda_layout.TARGET_DIR}: "
         f"{len(nvidia)} wheels, {nbytes / 2**30:.1f} GiB"
@@ -231,19 +232,39 @@ def _tool_path() -> str:
     return ":".join(dict.fromkeys(dirs))
 
 
+def link_cuda(work: Path, prefix: Path) -> None:
+    """The CUDA files laid out once, linked into an env as conda links a package's files."""
+    from feedstock.rehearsal.build import files_under, link_files
+
+    link_files(work / "cuda-files", files_under(work / "cuda-files"), prefix)
+
+
+def output_env(out: RenderedOutput, main: Path, work: Path) -> Path:
+    """The env an output's tests run in, as conda-build makes one per output: the output and its
+    dependencies only (libtorch's test checks that no libtorch_python is in $PREFIX/lib, which
+    pytorch's link-back adds). pytorch and pytorch-gpu share the main env (pytorch-gpu is empty)."""
+    from harness import channel
+
+    if out.name in (PYTORCH, PYTORCH_GPU):
+        return main
+    prefix = work / f"env-{out.name}-{out.build_string}"
+    channel.create_env(work / "channel", [f"{out.name} {out.version} {out.build_string}"], prefix,
+                       work / "rattler-cache", {"__cuda": CUDA})  # fmt: skip
+    link_cuda(work, prefix)
+    return prefix
+
+
 def run_checks(prefix: Path, pkgs: list[Any], work: Path) -> list[checks.Outcome]:
     _config, outputs = _outputs(ARGS.config)
-    env = test_env(prefix, work / "home")
     (work / "home").mkdir(exist_ok=True)
     wanted = {p.dist for p in pkgs}
     outcomes: list[checks.Outcome] = []
     for out in outputs:
         if out.dist not in wanted or not out.test:
             continue
-        if out.name == LINALG and "_magma_" not in out.build_string:
-            continue  # the env holds the variant the solver chose (magma: +50)
-        outcomes += checks.rendered_tests(out.name, out.test, env, work)
-    outcomes.append(checks.binary_checks(env, work))
+        env = test_env(output_env(out, prefix, work), work / "home")
+        outcomes += checks.rendered_tests(f"{out.name}-{out.build_string}", out.test, env, work)
+    outcomes.append(checks.binary_checks(test_env(prefix, work / "home"), work))
     return outcomes
 
 
