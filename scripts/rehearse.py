@@ -136,10 +136,16 @@ def make_env(
         if executable.is_file() and not executable.is_symlink():
             conda_python_rpath(executable, cpython.root / "lib")
     real = [python, numpy_package(cpython, work / "stand-ins")]
+    # the harness's stub libmagma (tests/fixture/libmagma), as in the end-to-end run: the magma
+    # variant's test looks for $PREFIX/lib/libmagma.so (upstream's linalg library has MAGMA inside)
+    from harness.conda_build import MAGMA_FIXTURE
+    from harness.packaging import magma_packages
+
+    real += list(magma_packages(MAGMA_FIXTURE, work / "stand-ins", dict(os.environ)))
     for pkg in pkgs:
         build_conda(pkg, chan)
     for rec in stand_in_records([p.record for p in pkgs], "linux-64", []):
-        if rec["name"] not in ("python", "numpy"):
+        if rec["name"] not in ("python", "numpy", "libmagma", "libmagma-devel"):
             build_conda(empty_package(rec, work / "stand-ins"), chan)
     for pkg in real:
         build_conda(pkg, chan)
