@@ -18,6 +18,7 @@ What it proves and what not: docs/rehearsal.md. Exit status 1 when anything fail
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
