@@ -255,7 +255,7 @@ def output_env(out: RenderedOutput, main: Path, work: Path) -> Path:
     if out.name in (PYTORCH, PYTORCH_GPU):
         return main
     prefix = work / f"env-{out.name}-{out.build_string}"
-    channel.create_env(work / "channel", [f"{out.name} {out.version} {out.build_string}"], prefix,
+    channel.create_env(work / "channel", [f"{out.name} =={out.version} {out.build_string}"], prefix,
                        work / "rattler-cache", {"__cuda": CUDA})  # fmt: skip
     link_cuda(work, prefix)
     return prefix
