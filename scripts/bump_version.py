@@ -42,6 +42,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--feedstock", type=Path, default=REPO, help="feedstock root (default: this one)")
     parser.add_argument("--write-listings", action="store_true", help="write the new listings to tests/data")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--rehearse", action="store_true", help="then rehearse NEW on real binaries (scripts/rehearse.py)"
+    )
     return parser.parse_args(argv)
 
 
@@ -57,6 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     report = check_bump(options)
     print(report.json() if args.json else report.text())
+    if args.rehearse:  # docs/rehearsal.md; its own exit status joins the report's
+        import rehearse
+
+        rehearsed = rehearse.main(["--version", args.version, *(["--offline"] if args.offline else [])])
+        return max(report.exit_code, rehearsed)
     return report.exit_code
 
 
