@@ -34,6 +34,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock.cuda_packages import NVCC_PROFILE
+
 CUDA_VERSION = "13.0"
 # One CUDA 13.0 release (13.0 Update 2: nvcc 13.0.88, cudart 13.0.96, CCCL 13.0.85). PyPI has no
 # 13.0 cuobjdump wheel (13.2.51 is its oldest); it only reads fatbins, any 13.x does.
@@ -58,26 +60,6 @@ _STAMP = ".provisioned"
 _BUILD_TOOLS = ("nvcc", "ptxas", "nvlink", "fatbinary", "cudafe++", "bin2c", "cuobjdump")
 _RUNTIME = "libcudart.so.13"
 _RUNTIME_FULL = "libcudart.so.13.0.96"
-
-# conda-forge's cuda-nvcc-impl patches nvcc.profile so that TOP is the targets dir of the env
-# nvcc lives in (recipe/nvcc.profile.patch); these are the values it ends up with.
-NVCC_PROFILE = """
-TOP              = $(_HERE_)/../$(_TARGET_DIR_)
-
-CICC_PATH        = $(TOP)/nvvm/bin
-NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
-
-LD_LIBRARY_PATH += $(TOP)/lib:
-PATH            += $(TOP)/bin:$(CICC_PATH):$(TOP)/../../bin:$(TOP)/../../$(_NVVM_BRANCH_)/bin:
-
-INCLUDES        +=  "-I$(TOP)/include" $(_SPACE_)
-SYSTEM_INCLUDES +=  "-isystem" "$(TOP)/include/cccl" $(_SPACE_)
-
-LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib/stubs" "-L$(TOP)/lib"
-
-CUDAFE_FLAGS    +=
-PTXAS_FLAGS     +=
-"""
 
 
 class ToolchainError(RuntimeError):

@@ -220,6 +220,7 @@ def python_package(cpython: CPython, work: Path) -> Package:
         placeholders[link.relative_to(root).as_posix()] = PREFIX_PLACEHOLDER
     if not placeholders:
         raise RuntimeError(f"{cpython}: no _sysconfigdata_*.py in {stdlib}")
+    _own_libpython(root / "lib")
     files = sorted(snapshot(root))
     record = {
         "name": "python",
@@ -238,6 +239,24 @@ def python_package(cpython: CPython, work: Path) -> Package:
         record["track_features"] = "py_freethreading"
         record["python_site_packages_path"] = f"lib/{cpython.dirname}/site-packages"
     return Package(record, root, files, placeholders=placeholders)
+
+
+def _own_libpython(lib: Path) -> None:
+    """``libpython*.so*`` as conda's python package has them: a real file and links to it inside
+    the env. A link out of the env (to the CPython it was made from) sends CMake's FindPython,
+    which resolves the library's real path, to that CPython's include dir, outside the find
+    roots of conda's activation: ``Could NOT find Python3 (missing: Python3_INCLUDE_DIRS
+    Development.Embed)`` in the recipe's cmake consumer test."""
+    links = [p for p in lib.glob("libpython*.so*") if p.is_symlink()]
+    real = {link: link.resolve() for link in links}
+    for link, target in real.items():
+        if target.name == link.name:
+            link.unlink()
+            shutil.copy2(target, link)
+    for link, target in real.items():
+        if target.name != link.name:
+            link.unlink()
+            link.symlink_to(target.name)
 
 
 def numpy_package(cpython: CPython, work: Path, cache_dir: Path | None = None) -> Package:

@@ -13,6 +13,8 @@ import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from feedstock.cuda_packages import NVCC_PROFILE
+
 TARGET_DIR = "targets/x86_64-linux"  # conda-forge's CUDA layout on linux-64
 
 
@@ -58,6 +60,17 @@ def _links(prefix: Path) -> None:
     for name in ("lib", "lib64"):
         if not os.path.lexists(toolkit / name):
             (toolkit / name).symlink_to(os.path.relpath(lib, toolkit))
+    # cicc where conda-forge's nvcc.profile looks for it ($(TOP)/nvvm, TOP being the targets dir)
+    if (prefix / "nvvm").is_dir() and not os.path.lexists(toolkit / "nvvm"):
+        (toolkit / "nvvm").symlink_to(os.path.relpath(prefix / "nvvm", toolkit))
+    profile = prefix / "bin" / "nvcc.profile"
+    if profile.parent.is_dir() and (profile.parent / "nvcc").exists():
+        # conda-forge's cuda-nvcc-impl patches the profile so that TOP is the env's targets dir: the
+        # wheel's own (TOP = $PREFIX) would send nvcc and CMake's FindCUDAToolkit to
+        # $PREFIX/include, where conda's CUDA packages put no header
+        if profile.is_symlink() or profile.exists():
+            profile.unlink()
+        profile.write_text(NVCC_PROFILE)
     # the unversioned names a `-dev` package adds (CMake's FindCUDAToolkit links them)
     for versioned in sorted(lib.glob("lib*.so.*")):
         plain = lib / (versioned.name.split(".so.")[0] + ".so")
