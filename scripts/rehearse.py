@@ -263,11 +263,14 @@ def output_env(out: RenderedOutput, main: Path, work: Path) -> Path:
     dependencies only (libtorch's test checks that no libtorch_python is in $PREFIX/lib, which
     pytorch's link-back adds). pytorch and pytorch-gpu share the main env (pytorch-gpu is empty)."""
     from harness import channel
+    from harness.recipe_tests import own_output_requires
 
     if out.name in (PYTORCH, PYTORCH_GPU):
         return main
     prefix = work / f"env-{out.name}-{out.build_string}"
-    channel.create_env(work / "channel", [f"{out.name} =={out.version} {out.build_string}"], prefix,
+    # the test requirements that are this recipe's own outputs (the other ones: stand-ins on PATH)
+    own = own_output_requires(out.test)
+    channel.create_env(work / "channel", [f"{out.name} =={out.version} {out.build_string}", *own], prefix,
                        work / "rattler-cache", {"__cuda": CUDA})  # fmt: skip
     link_cuda(work, prefix)
     return prefix

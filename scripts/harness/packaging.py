@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.elf import dynamic_info
-from harness.prefix import copy_tree_files, pip_install_target, snapshot
+from harness.prefix import copy_tree_files, materialize_include, pip_install_target, snapshot
 from harness.pythons import CPython, make_conda_like_prefix
 
 TIMESTAMP = 1_767_225_600_000
@@ -221,6 +221,7 @@ def python_package(cpython: CPython, work: Path) -> Package:
     if not placeholders:
         raise RuntimeError(f"{cpython}: no _sysconfigdata_*.py in {stdlib}")
     _own_libpython(root / "lib")
+    materialize_include(cpython, root)
     files = sorted(snapshot(root))
     record = {
         "name": "python",

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from megabuild import model
+
 from harness import activation, channel, cuda_toolchain
 from harness.conda_build import TARGET_PLATFORM, tool_dirs
 
@@ -41,6 +43,21 @@ class RecipeTestEnv:
     dists: dict[str, str]
 
 
+def own_output_requires(test: Mapping[str, Any]) -> list[str]:
+    """The test requirements that are outputs of this recipe (libtorch-cuda-linalg's test needs the
+    libtorch of its build), as rattler's strict parser wants them (``name ==2.14.1 build``); the
+    others are stand-ins or tools on PATH here."""
+    own = []
+    for spec in (str(r) for r in test.get("requires") or []):
+        name, *rest = spec.split()
+        if name not in (model.LIBTORCH, model.LINALG, model.PYTORCH):
+            continue
+        if rest and rest[0][0].isdigit():
+            rest[0] = f"=={rest[0]}"
+        own.append(" ".join([name, *rest]))
+    return own
+
+
 def make_test_env(
     channel_dir: Path,
     specs: Sequence[str],
@@ -56,7 +73,8 @@ def make_test_env(
     copy the test files into ``work/<name>/test_tmp``; the environment the commands run with."""
     root = work / name
     prefix = root / "env"
-    dists = channel.create_env(channel_dir, specs, prefix, work / "cache" / "rattler", virtual_packages)
+    wanted = [*specs, *own_output_requires(test)]
+    dists = channel.create_env(channel_dir, wanted, prefix, work / "cache" / "rattler", virtual_packages)
     requires = [str(r).split()[0] for r in test.get("requires") or []]
     wants_nvcc = any(r.startswith("cuda-nvcc") for r in requires)
     if wants_nvcc and toolchain is not None:
