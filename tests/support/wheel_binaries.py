@@ -46,7 +46,7 @@ def split_wheel(wheel: Path, platform: Platform, work: Path) -> SplitWheel:
     layout = layout_of(checked)
     assert layout is not None, f"{wheel.name}: no config or split spec"
     places = Places(work, layout)
-    results = Run(layout, places).all_phases()
+    results = Run(layout, places).all_scripts()
     assert not results.failed, results.failed
     prefix = places.prefix
     packages = {
