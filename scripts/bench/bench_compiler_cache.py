@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))  # megabuild
 
 from feedstock.errors import UsageError, run_main
 from feedstock.telemetry import load_build, summarize

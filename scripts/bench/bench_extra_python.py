@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))  # megabuild
 
 from feedstock.errors import UsageError, run_main
 from feedstock.paths import RECIPE
@@ -35,9 +36,6 @@ from harness import ninja
 from harness.conda_build import CONDA_FORGE_SKBUILD
 from harness.pythons import CPython, find_cpythons
 from harness.skbuild_tree import SkbuildTree
-
-sys.path.insert(0, str(RECIPE))  # megabuild lives in recipe/ (all conda-build sees)
-
 from megabuild.pipeline import frontend, wheel_settings
 from megabuild.split.spec import load_spec
 
