@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from harness.conda_build import HarnessError, order_pythons
+from harness.conda_build import HarnessError, order_pythons, plan
+from megabuild.model import LIBTORCH, PYTORCH
 
 
 def _outputs(*pythons: str) -> list[SimpleNamespace]:
@@ -39,3 +40,26 @@ def test_an_explicit_order_must_list_exactly_the_runs_pythons(order: str) -> Non
 def test_an_order_that_is_no_order_is_one_error() -> None:
     with pytest.raises(HarnessError, match=r"expected megabuild-last, ascending or X\.Y,X\.Y"):
         order_pythons(_outputs("3.12", "3.10"), "3.12", "newest-first")
+
+
+def _rendered(name: str, build: str, **variant: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, build_string=build, version="2.14.1", variant=variant)
+
+
+def test_a_libtorch_per_python_is_a_render_anomaly() -> None:
+    """Every config is a megabuild: libtorch is built once, so a render that gives one libtorch per
+    Python (libtorch "using" python) is reported, not built twice."""
+    outputs = [
+        _rendered(LIBTORCH, "cpu_generic_h1_0", python="3.12.* *_cpython"),
+        _rendered(LIBTORCH, "cpu_generic_h2_0", python="3.13.* *_cpython"),
+        _rendered(PYTORCH, "cpu_generic_py312_h3_0", python="3.12.* *_cpython"),
+        _rendered(PYTORCH, "cpu_generic_py313_h4_0", python="3.13.* *_cpython"),
+    ]
+    built, anomalies, rewrites = plan(outputs)
+    assert [(o.name, o.build_string) for o in built] == [
+        (LIBTORCH, "cpu_generic_h1_0"),
+        (PYTORCH, "cpu_generic_py312_h3_0"),
+        (PYTORCH, "cpu_generic_py313_h4_0"),
+    ]
+    assert len(anomalies) == 1 and f"a second {LIBTORCH}" in anomalies[0]
+    assert rewrites == {f"{LIBTORCH} 2.14.1 cpu_generic_h2_0": f"{LIBTORCH} 2.14.1 cpu_generic_h1_0"}

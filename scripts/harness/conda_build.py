@@ -53,7 +53,7 @@ from harness.packaging import (
     package_from_prefix,
     python_package,
 )
-from harness.prefix import empty_prefix, pick_python, python_prefix, snapshot
+from harness.prefix import empty_prefix, pick_python, python_prefix, shared_cache, snapshot
 from harness.pythons import CPython, find_cpythons
 from harness.source import copy_fixture, mirrored
 
@@ -225,11 +225,11 @@ def render(
     return outputs, top, variant
 
 
-def plan(outputs: Sequence[Any], megabuild: bool) -> tuple[list[Any], list[str], dict[str, str]]:
+def plan(outputs: Sequence[Any]) -> tuple[list[Any], list[str], dict[str, str]]:
     """Outputs to build (conda-build skips an identical dist), anomalies, and pin rewrites.
 
-    A megabuild runs libtorch and the metapackage once, the linalg library once per ``with_magma``
-    and pytorch once per Python. If the render gives more (an output "uses" a key it should not),
+    Every config is a megabuild: libtorch and the metapackages once, the linalg library once per
+    ``with_magma``, pytorch once per Python. If the render gives more (an output "uses" a key it should not),
     that is reported as an anomaly; the run keeps the first and maps the others' build strings to
     it so that the rest of the pipeline can still be exercised.
     """
@@ -242,10 +242,7 @@ def plan(outputs: Sequence[Any], megabuild: bool) -> tuple[list[Any], list[str],
         if (out.name, out.build_string) in dists:
             continue
         dists.add((out.name, out.build_string))
-        keys = (
-            SPLITTING_KEYS.get(out.name, ()) if megabuild else (*SPLITTING_KEYS.get(out.name, ()), "python")
-        )
-        key = (out.name, tuple((k, str(out.variant.get(k))) for k in keys))
+        key = (out.name, tuple((k, str(out.variant.get(k))) for k in SPLITTING_KEYS.get(out.name, ())))
         if key in seen:
             kept = seen[key]
             extra = sorted(set(out.variant.items()) - set(kept.variant.items()))
@@ -370,7 +367,7 @@ def script_env(
             "STDLIB_DIR": str(prefix / "lib" / f"python{python}"),
         }
     )
-    for key in ("cuda_compiler_version", "blas_impl", "megabuild", "python", *extra_keys):
+    for key in ("cuda_compiler_version", "blas_impl", "python", *extra_keys):
         if key in variant:
             env[key] = str(variant[key])
     # the build env's compilers (and nvcc) are activated before the script runs
@@ -452,6 +449,7 @@ class Runner:
         self.pkgs = self.work / "pkgs"
         self.channel = self.work / "channel"
         self.cache = self.work / "cache"
+        self.pip_cache = shared_cache(self.cache) / "pip"  # installed host packages, across runs
         self.logs = self.work / "logs"
         self.config_in = find_config(str(config))
         self.notes: list[str] = []
@@ -528,7 +526,7 @@ class Runner:
                     else:
                         wanted.append(pip_name)
             pip_pkgs = list(dict.fromkeys(wanted))
-            python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.cache / "pip")
+            python_prefix(cpython, self.prefix, pip_pkgs, cache_dir=self.pip_cache)
             provided += [f"python {cpython.tag} (conda-like prefix)", *(f"{p} (pip)" for p in pip_pkgs)]
         else:
             empty_prefix(self.prefix)
@@ -604,8 +602,7 @@ class Runner:
         for old, new in retargeted.items():
             self.notes.append(f"the config's free-threaded Python {old} is built as {new} (the one here)")
         outputs, top, variant = render(config, self.recipe_dir, self.config_in.name)
-        megabuild = str(variant.get("megabuild", "false")).lower() == "true"
-        built, anomalies, rewrites = plan(outputs, megabuild)
+        built, anomalies, rewrites = plan(outputs)
         self.cuda_toolchain = cuda_toolchain.for_cuda_version(
             str(variant.get("cuda_compiler_version", "None"))
         )
@@ -750,7 +747,7 @@ class Runner:
         real: list[Package] = []
         for cpython in self.all_pythons:
             real.append(python_package(cpython, stand_dir))
-            real.append(numpy_package(cpython, stand_dir, self.cache / "pip"))
+            real.append(numpy_package(cpython, stand_dir, self.pip_cache))
         real += list(self._magma())
         records = [p.record for p in self.packages.values()]
         real_keys = {(p.name, p.record.get("version")) for p in real}

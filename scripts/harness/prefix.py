@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,15 +68,54 @@ def materialize_include(cpython: CPython, prefix: Path) -> None:
 IMPORT_NAME_DIFFERS = {"pyyaml", "setuptools"}
 
 
+# A directory kept across the harness's runs (tests/support/fixtures.py sets it for the session):
+# pip's wheel cache and the site-packages trees the harness made, so that each run of a session
+# does not download and byte-compile the same host packages again.
+SHARED_CACHE_ENV = "FEEDSTOCK_HARNESS_CACHE"
+
+
+def shared_cache(default: Path) -> Path:
+    """The session's harness cache (``$FEEDSTOCK_HARNESS_CACHE``), else ``default`` (one run's)."""
+    given = os.environ.get(SHARED_CACHE_ENV)
+    return Path(given) if given else default
+
+
+def _tree_key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _keep_tree(made: Path, tree: Path) -> None:
+    """Keep a copy of ``made`` as ``tree`` (atomically; a concurrent run that won keeps its own)."""
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}.", dir=tree.parent))
+    try:
+        shutil.copytree(made, tmp, symlinks=True, dirs_exist_ok=True)
+        os.replace(tmp, tree)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def python_prefix(
     cpython: CPython, prefix: Path, packages: Sequence[str] = (), cache_dir: Path | None = None
 ) -> Path:
+    """A conda-like prefix of ``cpython`` with ``packages`` installed and byte-compiled, as conda
+    would have linked them. With ``cache_dir`` the compiled site-packages is kept there (by
+    interpreter and package list) and later prefixes get a copy: the interpreter fixes each code
+    object's file name when it loads a cached .pyc, and copies keep the sources' mtimes."""
+    site_packages = prefix / "lib" / cpython.dirname / "site-packages"
+    key = _tree_key(str(cpython.executable), cpython.tag, *packages)
+    tree = cache_dir / "prefix-site-packages" / key if cache_dir is not None and packages else None
+    if tree is not None and tree.is_dir():
+        make_conda_like_prefix(cpython, prefix, packages=())
+        relocate_sysconfigdata(cpython, prefix)
+        materialize_include(cpython, prefix)
+        shutil.copytree(tree, site_packages, symlinks=True, dirs_exist_ok=True)
+        return prefix
     direct = [p for p in packages if p.lower() not in IMPORT_NAME_DIFFERS]
     others = [p for p in packages if p.lower() in IMPORT_NAME_DIFFERS]
     make_conda_like_prefix(cpython, prefix, packages=tuple(direct), cache_dir=cache_dir)
     relocate_sysconfigdata(cpython, prefix)
     materialize_include(cpython, prefix)
-    site_packages = prefix / "lib" / cpython.dirname / "site-packages"
     if others:
         pip_install_target(cpython.short, site_packages, others, cache_dir, cpython.freethreaded)
     if packages:
@@ -84,6 +125,8 @@ def python_prefix(
             [str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j0", str(site_packages)],
             check=True, capture_output=True,
         )  # fmt: skip
+        if tree is not None:
+            _keep_tree(site_packages, tree)
     return prefix
 
 
@@ -95,7 +138,14 @@ def pip_install_target(
     freethreaded: bool = False,
 ) -> None:
     """``pip install --target`` binary wheels for Python ``short`` (no deps, no bytecode);
-    ``freethreaded``: for its ``t`` build."""
+    ``freethreaded``: for its ``t`` build. With ``cache_dir`` the installed tree is kept there
+    and a later call copies it."""
+    tree = None
+    if cache_dir is not None:
+        tree = cache_dir / "pip-target" / _tree_key(short, str(freethreaded), *packages)
+        if tree.is_dir():
+            shutil.copytree(tree, target, symlinks=True, dirs_exist_ok=True)
+            return
     cmd = [
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
         "--target", str(target), "--python-version", short, "--implementation", "cp",
@@ -103,9 +153,15 @@ def pip_install_target(
     ]  # fmt: skip
     if cache_dir is not None:
         cmd += ["--cache-dir", str(cache_dir)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"pip install {' '.join(packages)} for Python {short} failed:\n{out.stderr}")
+    with tempfile.TemporaryDirectory(prefix="pip-target-") as fresh:
+        if tree is not None:  # only what these packages install is kept, not what target held
+            cmd[cmd.index("--target") + 1] = fresh
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"pip install {' '.join(packages)} for Python {short} failed:\n{out.stderr}")
+        if tree is not None:
+            _keep_tree(Path(fresh), tree)
+            shutil.copytree(fresh, target, symlinks=True, dirs_exist_ok=True)
 
 
 def empty_prefix(prefix: Path) -> Path:

@@ -8,19 +8,32 @@
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
 * ``freethreaded_python`` (session): the provisioned free-threaded CPython
   (:mod:`support.freethreaded`: skips without it, fails instead in CI).
+* ``harness_cache`` (session, autouse): ``$FEEDSTOCK_HARNESS_CACHE`` for the session, so that
+  the harness's runs share pip's downloads and the host packages' installed trees
+  (:func:`harness.prefix.shared_cache`).
 * ``repo_root`` / ``shared_data`` (session): the checkout, and ``<repo>/../shared/data``
   (tests using the latter must skip when a file is absent).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from feedstock.paths import REPO as REPO_ROOT
+from harness.prefix import SHARED_CACHE_ENV
 from harness.pythons import CPython, find_cpythons
 
 from support.freethreaded import freethreaded_or_skip
+
+
+@pytest.fixture(scope="session", autouse=True)
+def harness_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("harness-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SHARED_CACHE_ENV, str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")
