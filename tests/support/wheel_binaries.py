@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock.bump.placeholder_build import Places
 from feedstock.bump.platforms import Platform
 from feedstock.bump.recipe import read_recipe
 from feedstock.bump.run import layout_of, prepare
 from feedstock.bump.split_run import Run
+from feedstock.bump.tree_build import Places
 from feedstock.bump.wheels import Fetched, read_wheel
 from feedstock.paths import REPO
 from megabuild.binaries.buffer import Buffer
