@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from megabuild.model import LinalgVariant, PlatformFacts
+from megabuild.pipeline.description import Action
 
 from ..configs import short_alias
 from ..errors import FeedstockError
@@ -82,7 +83,8 @@ def copy_linalg(nomagma: Path, target: Path) -> str:
     both variants are that library and the magma pass stages and packs real bytes."""
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(nomagma, target)
-    return f"magma relink: not rehearsed (one linalg library in a wheel); copied {nomagma.name}"
+    step = Action.MAGMA_RELINK.value
+    return f"{step}: not rehearsed (one linalg library in a wheel); copied {nomagma.name}"
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class Placeholders:
 
     def relink_linalg(self, nomagma: Path, target: Path) -> str:
         write_new(target, LinalgVariant.MAGMA.value.encode())
-        return f"magma relink: a placeholder {target.name}"
+        return f"{Action.MAGMA_RELINK.value}: a placeholder {target.name}"
 
 
 @dataclass(frozen=True)
