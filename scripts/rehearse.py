@@ -71,13 +71,6 @@ def _outputs(config: str) -> tuple[Path, list[RenderedOutput]]:
     return found[0].path, render_config(found[0].path, RECIPE)
 
 
-def _pick(outputs: list[RenderedOutput], name: str, **variant: str) -> RenderedOutput:
-    for out in outputs:
-        if out.name == name and all(str(out.variant.get(k, "")).startswith(v) for k, v in variant.items()):
-            return out
-    raise FeedstockError(f"no rendered {name} {variant}")
-
-
 def _package(out: RenderedOutput, root: Path, files: list[str]) -> Any:
     from harness.packaging import Package
 
@@ -86,9 +79,10 @@ def _package(out: RenderedOutput, root: Path, files: list[str]) -> Any:
 
 def split(
     args: argparse.Namespace, downloads: wheels.Downloads, work: Path
-) -> tuple[Layout, Places, list[str]]:
+) -> tuple[Layout, Places, list[str], list[Finding]]:
     """The split procedure (``feedstock.bump.split_run``) on the wheel the build would have packed:
-    the recipe's PIPELINE with its rendered file tests and the one-package-per-file check."""
+    the recipe's PIPELINE with its rendered file tests and the one-package-per-file check (the
+    report's lines, and the procedure's findings)."""
     from harness.prefix import pick_python
 
     _config, outputs = _outputs(args.config)
@@ -97,10 +91,7 @@ def split(
     lines = [f"patch {fate.line()}" for fate in fates]
     platform = BY_NAME["linux-64"]
     source = DerivedWheel(downloads.torch, pick_python(PY).executable, replaced)
-    try:
-        spec = SplitSpec(args.recipe / "split_spec.json", platform.subdir)
-    except MegabuildError as exc:
-        raise FeedstockError(str(exc)) from None
+    spec = SplitSpec(args.recipe / "split_spec.json", platform.subdir)
     rows = conda_rows(platform, source.listed())
     layout = Layout(platform, source, rows, PythonBuild(PY), True, args.config, tuple(outputs), spec)
     places = Places(work / "split", layout)
@@ -110,7 +101,8 @@ def split(
     except SplitStepFailed as exc:
         raise FeedstockError(f"the split stopped: {exc}") from None
     lines.append(f"pipeline: {time.monotonic() - t0:.0f}s")
-    return layout, places, lines + [_finding_line(f) for f in run_findings(layout, places, results)]
+    findings = run_findings(layout, places, results)
+    return layout, places, lines + [_finding_line(f) for f in findings], findings
 
 
 def _finding_line(finding: Finding) -> str:
@@ -123,8 +115,12 @@ def build_packages(layout: Layout, places: Places, work: Path) -> list[Any]:
     from the rest of its prefix; pytorch-gpu empty."""
     from harness.packaging import package_from_prefix
 
+    try:
+        packs = packed(layout, places)
+    except MegabuildError as exc:  # a package's conda-meta record is missing or unreadable
+        raise FeedstockError(str(exc)) from None
     pkgs = []
-    for pack in packed(layout, places):
+    for pack in packs:
         python = layout.python if pack.run.phase is Phase.PYTORCH else None
         out = pick(layout.outputs, pack.run.phase.output, python=python, linalg=pack.run.linalg_variant)
         if out is None:
@@ -137,7 +133,10 @@ def build_packages(layout: Layout, places: Places, work: Path) -> list[Any]:
         pkgs.append(_package(out, root, list(pack.files)))
     gpu = work / "pkgs" / PYTORCH_GPU
     gpu.mkdir(parents=True, exist_ok=True)
-    pkgs.append(_package(_pick(list(layout.outputs), PYTORCH_GPU), gpu, []))
+    empty = pick(layout.outputs, PYTORCH_GPU)
+    if empty is None:
+        raise FeedstockError(f"no one rendered {PYTORCH_GPU} in {layout.config}")
+    pkgs.append(_package(empty, gpu, []))
     return pkgs
 
 
@@ -341,9 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     report: list[str] = [f"torch {args.version}: {downloads.torch.name}; config {args.config}"]
     try:
-        layout, places, lines = split(args, downloads, work)
+        layout, places, lines, findings = split(args, downloads, work)
         report += lines
-        split_actions = [line for line in lines if line.startswith("FAIL")]
+        split_actions = [f for f in findings if f.level is Level.ACTION]
         pkgs = build_packages(layout, places, work)
         t0 = time.monotonic()
         prefix, _solved, lines = make_env(pkgs, downloads, work)
