@@ -34,17 +34,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parents[1] / "recipe"))
 
 from feedstock import patch_check
+from feedstock.bump.layout import Layout, conda_rows
+from feedstock.bump.platforms import BY_NAME
+from feedstock.bump.pythons import PythonBuild
+from feedstock.bump.recipe import pick
+from feedstock.bump.report import Finding, Level
+from feedstock.bump.split_run import Run, run_findings
+from feedstock.bump.split_spec import SplitSpec
+from feedstock.bump.tree_build import Places, SplitStepFailed, files_under, packed
 from feedstock.channel import index_record, stand_in_records
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.errors import FeedstockError, run_main
 from feedstock.paths import RECIPE, REPO
 from feedstock.rehearsal import checks, compare, cuda_layout, wheels
-from feedstock.rehearsal.build import Places, WheelBuild, run_pipeline
+from feedstock.rehearsal.linking import link_files
 from feedstock.rehearsal.patches import patched_members
+from feedstock.rehearsal.tree import DerivedWheel
 from feedstock.render import RenderedOutput, render_config
-from megabuild.model import LIBTORCH, LINALG, PYTORCH, PYTORCH_GPU, LinalgVariant
-from megabuild.pipeline.description import Target
-from megabuild.split.spec import load_spec
+from megabuild.errors import MegabuildError
+from megabuild.model import LIBTORCH, LINALG, PYTORCH, PYTORCH_GPU
+from megabuild.pipeline.description import Phase
 
 CONFIG = "linux_64_cuda13.0_mkl"  # upstream's x86_64 wheels link MKL statically: the MKL config
 CUDA = "13.0"
@@ -62,64 +71,73 @@ def _outputs(config: str) -> tuple[Path, list[RenderedOutput]]:
     return found[0].path, render_config(found[0].path, RECIPE)
 
 
-def _pick(outputs: list[RenderedOutput], name: str, **variant: str) -> RenderedOutput:
-    for out in outputs:
-        if out.name == name and all(str(out.variant.get(k, "")).startswith(v) for k, v in variant.items()):
-            return out
-    raise FeedstockError(f"no rendered {name} {variant}")
-
-
 def _package(out: RenderedOutput, root: Path, files: list[str]) -> Any:
     from harness.packaging import Package
 
     return Package(index_record(out), root, sorted(files))
 
 
-def build_packages(
+def split(
     args: argparse.Namespace, downloads: wheels.Downloads, work: Path
-) -> tuple[list[Any], list[str]]:
-    """The pipeline on the wheel, then one .conda per rendered output (and the report's lines)."""
-    from harness.packaging import package_from_prefix
+) -> tuple[Layout, Places, list[str], list[Finding]]:
+    """The split procedure (``feedstock.bump.split_run``) on the wheel the build would have packed:
+    the recipe's PIPELINE with its rendered file tests and the one-package-per-file check (the
+    report's lines, and the procedure's findings)."""
     from harness.prefix import pick_python
 
     _config, outputs = _outputs(args.config)
-    cpython = pick_python(PY)
     patches = sorted((args.recipe / "patches").glob("*.patch"))
     replaced, fates = patched_members(downloads.torch, patches)
     lines = [f"patch {fate.line()}" for fate in fates]
-    spec = load_spec(args.recipe / "split_spec.json", "linux-64")
-    places = Places(work, f"lib/python{PY}")
-    build = WheelBuild(
-        spec,
-        downloads.torch,
-        cpython.executable,
-        f"cpython-{PY.replace('.', '')}",
-        Target("linux-64", cuda=True),
-        places,
-        replaced,
-    )
+    platform = BY_NAME["linux-64"]
+    source = DerivedWheel(downloads.torch, pick_python(PY).executable, replaced)
+    spec = SplitSpec(args.recipe / "split_spec.json", platform.subdir)
+    rows = conda_rows(platform, source.listed())
+    layout = Layout(platform, source, rows, PythonBuild(PY), True, args.config, tuple(outputs), spec)
+    places = Places(work / "split", layout)
     t0 = time.monotonic()
-    run_pipeline(build, _say)
+    try:
+        results = Run(layout, places, say=_say).all_scripts()
+    except SplitStepFailed as exc:
+        raise FeedstockError(f"the split stopped: {exc}") from None
     lines.append(f"pipeline: {time.monotonic() - t0:.0f}s")
-    lines += build.lines
-    from feedstock.rehearsal.build import files_under
+    findings = run_findings(layout, places, results)
+    return layout, places, lines + [_finding_line(f) for f in findings], findings
 
+
+def _finding_line(finding: Finding) -> str:
+    return f"{'FAIL split' if finding.level is Level.ACTION else 'split'}: {finding.text}"
+
+
+def build_packages(layout: Layout, places: Places, work: Path) -> list[Any]:
+    """One .conda per rendered output, from what the split procedure left (``packed``): libtorch
+    and linalg from their conda-meta records (each linalg variant from its own prefix), pytorch
+    from the rest of its prefix; pytorch-gpu empty."""
+    from harness.packaging import package_from_prefix
+
+    try:
+        packs = packed(layout, places)
+    except MegabuildError as exc:  # a package's conda-meta record is missing or unreadable
+        raise FeedstockError(str(exc)) from None
     pkgs = []
-    for variant in LinalgVariant:
-        out = _pick(outputs, LINALG, with_magma=variant.with_magma)
-        root = places.installed(variant.staged_name)
-        pkgs.append(_package(out, root, sorted(files_under(root))))
-    root = places.installed(LIBTORCH)
-    pkgs.append(_package(_pick(outputs, LIBTORCH), root, sorted(files_under(root))))
-    pytorch = _pick(outputs, PYTORCH, python=f"{PY}.")
-    pkgs.append(
-        package_from_prefix(
-            index_record(pytorch), places.host, sorted(build.pytorch_files), work / "pkgs" / PYTORCH
-        )
-    )
-    pkgs.append(_package(_pick(outputs, PYTORCH_GPU), work / "pkgs" / PYTORCH_GPU, []))
-    (work / "pkgs" / PYTORCH_GPU).mkdir(parents=True, exist_ok=True)
-    return pkgs, lines
+    for pack in packs:
+        python = layout.python if pack.run.phase is Phase.PYTORCH else None
+        out = pick(layout.outputs, pack.run.phase.output, python=python, linalg=pack.run.linalg_variant)
+        if out is None:
+            raise FeedstockError(f"no one rendered {pack.run.phase.output} for {pack.run} in {layout.config}")
+        root = work / "pkgs" / out.dist
+        if pack.run.phase is Phase.PYTORCH:  # conda-build's post-processing: relative links, RPATHs
+            pkgs.append(package_from_prefix(index_record(out), pack.root, pack.files, root))
+            continue
+        link_files(pack.root, pack.files, root)  # a directory of its own: build_conda writes info/
+        pkgs.append(_package(out, root, list(pack.files)))
+    gpu = work / "pkgs" / PYTORCH_GPU
+    gpu.mkdir(parents=True, exist_ok=True)
+    empty = pick(layout.outputs, PYTORCH_GPU)
+    if empty is None:
+        raise FeedstockError(f"no one rendered {PYTORCH_GPU} in {layout.config}")
+    pkgs.append(_package(empty, gpu, []))
+    return pkgs
 
 
 def make_env(
@@ -253,8 +271,6 @@ def _tool_path() -> str:
 
 def link_cuda(work: Path, prefix: Path) -> None:
     """The CUDA files laid out once, linked into an env as conda links a package's files."""
-    from feedstock.rehearsal.build import files_under, link_files
-
     link_files(work / "cuda-files", files_under(work / "cuda-files"), prefix)
 
 
@@ -324,8 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     report: list[str] = [f"torch {args.version}: {downloads.torch.name}; config {args.config}"]
     try:
-        pkgs, lines = build_packages(args, downloads, work)
+        layout, places, lines, findings = split(args, downloads, work)
         report += lines
+        split_actions = [f for f in findings if f.level is Level.ACTION]
+        pkgs = build_packages(layout, places, work)
         t0 = time.monotonic()
         prefix, _solved, lines = make_env(pkgs, downloads, work)
         report += [*lines, f"env: {time.monotonic() - t0:.0f}s"]
@@ -353,10 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = [o for o in outcomes if o.ok is False]
     report.append(
         f"rehearsal: {time.monotonic() - t_all:.0f}s; {len(outcomes)} checks, {len(failed)} failed, "
-        f"{sum(o.ok is None for o in outcomes)} not run"
+        f"{sum(o.ok is None for o in outcomes)} not run; the split: {len(split_actions)} ACTION"
     )
     print("\n".join(report), flush=True)
-    return 1 if failed else 0
+    return 1 if failed or split_actions else 0
 
 
 if __name__ == "__main__":

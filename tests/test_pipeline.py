@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from feedstock.bump import placeholder_build, split_run
+from feedstock.bump import split_run, tree_build
 from feedstock.bump.layout import Layout, listing_layout
 from feedstock.bump.recipe import read_recipe
 from feedstock.paths import RECIPE, REPO
@@ -171,12 +171,12 @@ def _env(pkg_name: str, **extra: str) -> dict[str, str]:
 
 
 def test_build_and_bump_check_hold_the_same_pipeline_object() -> None:
-    assert split_run.PIPELINE is steps.PIPELINE is placeholder_build.PIPELINE is PIPELINE
+    assert split_run.PIPELINE is steps.PIPELINE is tree_build.PIPELINE is PIPELINE
     env = _env(PYTORCH)
     real = steps.RealBuild(options.from_environment(env), env, Phase.PYTORCH).handlers()
     assert set(real) == PIPELINE.actions()  # every script is one `megabuild build` call
     layout = _layout("torch-2.14.1-cp312-macosx_arm64-files.tsv")
-    placeholders = placeholder_build.PlaceholderBuild(layout, placeholder_build.Places(Path("/x"), layout))
+    placeholders = tree_build.TreeBuild(layout, tree_build.Places(Path("/x"), layout))
     assert set(placeholders.handlers(ScriptRun(Phase.LIBTORCH))) == PIPELINE.actions(placeholders=True)
 
 
@@ -210,8 +210,8 @@ def test_the_bump_check_runs_the_pipeline_steps(
     it, and link-back links the installed packages' files pip never installed."""
     layout = _layout(listing)
     assert (layout.platform.subdir, layout.cuda) == (subdir, cuda)
-    target = placeholder_build.target_of(layout)
-    places = placeholder_build.Places(tmp_path, layout)
+    target = tree_build.target_of(layout)
+    places = tree_build.Places(tmp_path, layout)
     results = split_run.Run(layout, places).all_scripts()
     expected = [f"{phase.value}: {s.name}" for phase, _ in PIPELINE.phases
                 for s in PIPELINE.steps(phase, target, placeholders=True)]  # fmt: skip

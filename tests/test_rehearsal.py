@@ -9,7 +9,8 @@ selects them). The checks of the parts below run in the main suite, in seconds.
 
 Each test can fail: the two planted runs break the split in a copy of the recipe (a spec rule that
 sends libtorch_cpu to pytorch; a link-back whose $PREFIX/lib/libtorch_python.so link dangles) and
-must make the rehearsal fail.
+must make the rehearsal fail, caught twice: by the split procedure's own rendered file tests
+(feedstock.bump.split_run, a ``FAIL split:`` line) and by the rendered tests in the installed env.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def test_rehearsal_passes_on_the_real_wheel(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:] or proc.stdout[-4000:]
     out = proc.stdout
     assert "FAIL" not in out
+    # the split procedure ran its rendered file tests, and every file is in exactly one package
+    assert "file checks of the rendered tests ran, 0 failed" in out and "the split: 0 ACTION" in out
     # the rendered tests did run in the env, the cmake consumer among them
     assert "ok " in out and "cmake --build cmake_test/build_sp" in out
     for name in ("tensor ops", "autograd", "torch.compile", "cpp_extension.load_inline", "AOTInductor",
@@ -87,10 +90,12 @@ def test_a_rule_sending_libtorch_cpu_to_pytorch_fails_it(tmp_path: Path) -> None
     assert proc.returncode != 0, proc.stdout[-3000:]
     # caught by the rendered tests of libtorch: its library is not where libtorch puts it
     assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_cpu${SHLIB_EXT}"), proc.stdout[-3000:]
+    assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_cpu${SHLIB_EXT}", "FAIL split:")
 
 
-def _failed(out: str, command: str) -> bool:
-    return any(line.startswith("FAIL") and command in line for line in out.splitlines())
+def _failed(out: str, command: str, start: str = "FAIL ") -> bool:
+    """A report line of a failed check (``FAIL split:``: the split procedure's) naming ``command``."""
+    return any(line.startswith(start) and command in line for line in out.splitlines())
 
 
 @pytest.mark.rehearsal
@@ -107,6 +112,7 @@ def test_a_dangling_link_back_fails_it(tmp_path: Path) -> None:
     proc = _rehearse(tmp_path / "work", "--no-compare", recipe=recipe)
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_python${SHLIB_EXT}"), proc.stdout[-3000:]
+    assert _failed(proc.stdout, "test -f $PREFIX/lib/libtorch_python${SHLIB_EXT}", "FAIL split:")
 
 
 # -- the parts, in the main suite (seconds; the torch wheel alone, or nothing) ---------------------

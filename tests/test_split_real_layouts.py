@@ -22,12 +22,12 @@ import pytest
 from _split_util import DATA, REAL_SPEC
 from feedstock.bump.layout import Layout, Placeholders, UnpackedWheel, layout_for, listing_layout
 from feedstock.bump.listings import read_listing
-from feedstock.bump.placeholder_build import Places
 from feedstock.bump.platforms import BY_NAME
 from feedstock.bump.pythons import PythonBuild
 from feedstock.bump.recipe import Recipe, matching, pick, read_recipe
 from feedstock.bump.report import Level
 from feedstock.bump.split_run import is_file_test, split_in
+from feedstock.bump.tree_build import Places
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.patch_check import cache_dir
 from feedstock.paths import RECIPE, REPO

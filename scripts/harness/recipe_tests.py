@@ -9,31 +9,25 @@ command there with ``bash -e``. Here the package and its run dependencies come f
 activation's variables (``harness.activation``), and ``cuda-nvcc_linux-64`` is the real CUDA 13.0
 toolchain laid out by :mod:`harness.cuda_toolchain` when there is one. Other test requirements
 (``cuda-nvrtc-dev``, ``nvtx-c``, ``pytest``, ...) are not installed; the caller decides which
-commands it runs.
+commands it runs. The test dir and each command are ``feedstock.test_commands``' (the runner the
+rehearsal on real binaries uses too).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from feedstock.paths import TESTS
+from feedstock.test_commands import CommandResult, fresh_test_dir, run_command
 from megabuild import model
 
 from harness import activation, channel, cuda_toolchain
 from harness.conda_build import TARGET_PLATFORM, tool_dirs
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command: str
-    returncode: int
-    output: str
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,8 @@ class RecipeTestEnv:
 
 # what check-binaries finds on the miniature that is the harness's (its compiler, its sysroot)
 STAND_IN_EXPLAINED = TESTS / "data" / "binary-check-harness.json"
-BINARY_CHECK = "megabuild check-binaries"
+
+__all__ = ["CommandResult", "RecipeTestEnv", "make_test_env", "own_output_requires", "run_commands"]
 
 
 def own_output_requires(test: Mapping[str, Any]) -> list[str]:
@@ -85,16 +80,7 @@ def make_test_env(
     wants_nvcc = any(r.startswith("cuda-nvcc") for r in requires)
     if wants_nvcc and toolchain is not None:
         cuda_toolchain.install_build_env(toolchain, prefix)
-    test_dir = root / "test_tmp"
-    if test_dir.exists():
-        shutil.rmtree(test_dir)
-    test_dir.mkdir(parents=True)
-    for item in test.get("files") or []:
-        src = recipe_dir / str(item).rstrip("/")
-        if src.is_dir():
-            shutil.copytree(src, test_dir / src.name)
-        else:
-            shutil.copy2(src, test_dir / src.name)
+    test_dir = fresh_test_dir(root / "test_tmp", test, recipe_dir)
     py = sorted(prefix.glob("lib/python3*/site-packages"))
     env = {
         "PATH": os.pathsep.join(dict.fromkeys([str(prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"])),
@@ -123,14 +109,10 @@ def make_test_env(
 def run_commands(
     test_env: RecipeTestEnv, commands: Sequence[str], timeout: float = 600
 ) -> list[CommandResult]:
-    """Each command with ``bash -e`` in the test dir, in order; all of them, whatever fails."""
-    results = []
-    for command in commands:
-        if BINARY_CHECK in command:  # the harness's own stand-ins, explained (not the recipe's)
-            command = f'{command} --explained "{STAND_IN_EXPLAINED}"'
-        proc = subprocess.run(
-            ["bash", "-e", "-c", command], cwd=test_env.test_dir, env=test_env.env,
-            capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
-        results.append(CommandResult(command, proc.returncode, proc.stdout + proc.stderr))
-    return results
+    """Each command with ``bash -e`` in the test dir, in order; all of them, whatever fails. The
+    binary check is given the harness's own stand-ins, explained (not the recipe's)."""
+    env, cwd = test_env.env, test_env.test_dir
+    return [
+        run_command(command, env, cwd, explained=STAND_IN_EXPLAINED, bash_options=("-e",), timeout=timeout)
+        for command in commands
+    ]

@@ -14,19 +14,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock.bump.placeholder_build import Places
 from feedstock.bump.platforms import Platform
 from feedstock.bump.recipe import read_recipe
 from feedstock.bump.run import layout_of, prepare
 from feedstock.bump.split_run import Run
+from feedstock.bump.tree_build import Places, packed
 from feedstock.bump.wheels import Fetched, read_wheel
 from feedstock.paths import REPO
 from megabuild.binaries.buffer import Buffer
 from megabuild.binaries.checks import Options, check_files
 from megabuild.binaries.findings import Finding
-from megabuild.binaries.installed import package_files
 from megabuild.binaries.linkage import Tree
-from megabuild.model import LIBTORCH, LINALG, PYTORCH
 
 
 @dataclass(frozen=True)
@@ -49,18 +47,8 @@ def split_wheel(wheel: Path, platform: Platform, work: Path) -> SplitWheel:
     results = Run(layout, places).all_scripts()
     assert not results.failed, results.failed
     prefix = places.prefix
-    packages = {
-        name: package_files(prefix, name)
-        for name in (LIBTORCH, LINALG)
-        if list(prefix.glob(f"conda-meta/{name}-*"))
-    }
-    taken = {f for files in packages.values() for f in files} | {"conda-meta"}
-    rest = [
-        p.relative_to(prefix).as_posix()
-        for p in prefix.rglob("*")
-        if (p.is_symlink() or p.is_file()) and not p.relative_to(prefix).as_posix().startswith("conda-meta/")
-    ]
-    packages[PYTORCH] = tuple(sorted(f for f in rest if f not in taken))
+    # what the procedure packs from the prefix (the magma variant has its own: not checked here)
+    packages = {p.run.phase.output: p.files for p in packed(layout, places) if p.root == prefix}
     sp = places.prefix_site_packages.relative_to(prefix).as_posix()
     members: dict[str, str] = {}
     for row in layout.rows:

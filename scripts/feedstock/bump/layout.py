@@ -7,6 +7,12 @@ The source of the tree is pluggable (:class:`TreeSource`):
   listing in the version-bump check); every file of a mode shares one inode.
 * :class:`UnpackedWheel`: the files of a real upstream wheel unpacked into a directory, hard-linked
   (copied across file systems) into the trees the pipeline's ``pip install .`` steps lay out.
+* ``feedstock.rehearsal.tree.DerivedWheel``: the wheel the build would have packed, derived from a
+  real upstream wheel and installed by pip (the rehearsal on real binaries).
+
+The source also says what the magma pass's relink leaves (:meth:`TreeSource.relink_linalg`):
+placeholder bytes, or, in a real wheel (one linalg library, MAGMA linked in statically), that
+library again.
 
 :func:`layout_for` makes the :class:`Layout` of either from the recipe (its rendered config and
 its split spec); :func:`listing_layout` does it for a listing in tests/data, named as its README says.
@@ -23,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from megabuild.model import PlatformFacts
+from megabuild.model import LinalgVariant, PlatformFacts
+from megabuild.pipeline.description import Action
 
 from ..configs import short_alias
 from ..errors import FeedstockError
@@ -43,9 +50,17 @@ class TreeSource(Protocol):
         """Every file of the wheel outside its ``.dist-info``: ``torch/lib/libc10.so`` and so on."""
         ...
 
-    def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
+    def lay_out(
+        self, rows: Sequence[Row], site_packages: Path, scratch: Path, *, compile_bytecode: bool = False
+    ) -> None:
         """Put ``rows`` under ``site_packages`` (``scratch``: a directory of the run the source may
-        keep files in)."""
+        keep files in; ``compile_bytecode``: pip compiles the Python files, as for a package that
+        ships them; a source with nothing to compile ignores it)."""
+        ...
+
+    def relink_linalg(self, nomagma: Path, target: Path) -> str:
+        """Write what the magma pass's relink leaves at ``target`` (a new file), given the staged
+        nomagma library ``nomagma``; returns one line saying what it wrote."""
         ...
 
 
@@ -53,6 +68,23 @@ def _parent_made(full: Path, made: set[Path]) -> None:
     if full.parent not in made:
         full.parent.mkdir(parents=True, exist_ok=True)
         made.add(full.parent)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """A new file (never through an existing placeholder's shared inode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def copy_linalg(nomagma: Path, target: Path) -> str:
+    """A real wheel's relink: its one linalg library (upstream links MAGMA into it statically), so
+    both variants are that library and the magma pass stages and packs real bytes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(nomagma, target)
+    step = Action.MAGMA_RELINK.value
+    return f"{step}: not rehearsed (one linalg library in a wheel); copied {nomagma.name}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +96,9 @@ class Placeholders:
     def listed(self) -> list[Row]:
         return list(self.rows)
 
-    def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
+    def lay_out(
+        self, rows: Sequence[Row], site_packages: Path, scratch: Path, *, compile_bytecode: bool = False
+    ) -> None:
         """Every row as a hard link to one blank file per mode (12k links take a fraction of the
         time of 12k new files), kept in ``scratch``. Never write into one: they share their inode."""
         blanks = scratch
@@ -79,6 +113,10 @@ class Placeholders:
             full = site_packages / row.path
             _parent_made(full, made)
             os.link(blank[row.executable], full)
+
+    def relink_linalg(self, nomagma: Path, target: Path) -> str:
+        write_new(target, LinalgVariant.MAGMA.value.encode())
+        return f"{Action.MAGMA_RELINK.value}: a placeholder {target.name}"
 
 
 @dataclass(frozen=True)
@@ -105,7 +143,9 @@ class UnpackedWheel:
             )
         return sorted(rows)  # by path string, as listings are
 
-    def lay_out(self, rows: Sequence[Row], site_packages: Path, scratch: Path) -> None:
+    def lay_out(
+        self, rows: Sequence[Row], site_packages: Path, scratch: Path, *, compile_bytecode: bool = False
+    ) -> None:
         made: set[Path] = set()
         for row in rows:
             full = site_packages / row.path
@@ -114,6 +154,9 @@ class UnpackedWheel:
                 os.link(self.root / row.path, full)
             except OSError:  # another file system
                 shutil.copy2(self.root / row.path, full)
+
+    def relink_linalg(self, nomagma: Path, target: Path) -> str:
+        return copy_linalg(nomagma, target)
 
 
 @dataclass(frozen=True)

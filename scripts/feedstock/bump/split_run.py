@@ -4,9 +4,10 @@ this one procedure (:func:`split_in`, :func:`split_findings`).
 
 It runs :data:`megabuild.pipeline.description.PIPELINE`, the object every conda-build script runs
 as ``megabuild build <output>``, script run by script run (:meth:`Pipeline.script_runs`: the top
-level, the linalg output once per variant, libtorch, pytorch), through :class:`PlaceholderBuild`:
+level, the linalg output once per variant, libtorch, pytorch), through :class:`TreeBuild`:
 its handlers do to the wheel's files, laid out from the layout's source (placeholders from a
-listing, or a real unpacked wheel: ``feedstock.bump.layout``), what the build does to the built
+listing, a real unpacked wheel: ``feedstock.bump.layout``; the derived wheel pip installs in the
+rehearsal on real binaries: ``feedstock.rehearsal.tree``), what the build does to the built
 ones, with the same typed split calls (``stage``, ``verify``, ``install``, ``link-back``). Steps
 that need the real CMake tree (the forwarded environment, the top-level record, the cache, the
 build state) are the only ones left out; the pipeline refuses a handler table that misses any
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
@@ -37,27 +39,35 @@ from .. import wincmd
 from ..render import RenderedOutput
 from .file_tests import SplitRun, is_file_test, run_tests, run_win_tests, stand_ins
 from .layout import Layout
-from .placeholder_build import PlaceholderBuild, Places, SplitStepFailed, staged_files, target_of
 from .recipe import matching
 from .report import Finding, Level
+from .tree_build import Places, SplitStepFailed, TreeBuild, staged_files, target_of
 
-__all__ = ["Layout", "Places", "is_file_test", "split_findings", "split_in", "staged_files"]
+__all__ = ["Layout", "Places", "is_file_test", "run_findings", "split_findings", "split_in", "staged_files"]
 SECTION = "split"
 
 
 class Run:
     """One layout through every script run of the pipeline, with the rendered tests after each."""
 
-    def __init__(self, layout: Layout, places: Places) -> None:
+    def __init__(self, layout: Layout, places: Places, say: Callable[[str], None] | None = None) -> None:
+        """``say``: where each step's name and report lines go as they run (none: dropped)."""
         self.layout = layout
         self.places = places
-        self.build = PlaceholderBuild(layout, places)
+        self.say = say
+        self.build = TreeBuild(layout, places, say)
         self.results = SplitRun()
 
     def script(self, run: ScriptRun) -> None:
         """One script run: the pipeline's steps for it, then its package's rendered file tests."""
         try:
-            ran = PIPELINE.run(run.phase, target_of(self.layout), self.build.handlers(run), placeholders=True)
+            ran = PIPELINE.run(
+                run.phase,
+                target_of(self.layout),
+                self.build.handlers(run),
+                placeholders=True,
+                announce=self.say,
+            )
         except MegabuildError as exc:
             raise SplitStepFailed(str(exc)) from None
         self.results.steps += [f"{run.phase.value}: {step.name}" for step in ran]
@@ -171,15 +181,25 @@ def _steps_summary(layout: Layout, ran: list[str]) -> str:
     return text
 
 
+def _subdir(layout: Layout) -> str:
+    return f"{layout.platform.subdir} ({layout.config}, Python {layout.python})"
+
+
 def split_in(layout: Layout, work: Path) -> list[Finding]:
     """The split of one layout and its rendered tests, as findings, in ``work`` (an empty directory
     the caller keeps: :class:`Places` ``(work, layout)`` names the prefixes and staging in it)."""
-    subdir = f"{layout.platform.subdir} ({layout.config}, Python {layout.python})"
     places = Places(work, layout)
     try:
         results = Run(layout, places).all_scripts()
     except SplitStepFailed as exc:
-        return [Finding(SECTION, Level.ACTION, f"{subdir}: {exc}")]
+        return [Finding(SECTION, Level.ACTION, f"{_subdir(layout)}: {exc}")]
+    return run_findings(layout, places, results)
+
+
+def run_findings(layout: Layout, places: Places, results: SplitRun) -> list[Finding]:
+    """A finished :class:`Run`'s findings: a summary, then each failed file test, each file in no
+    package or in two, each dangling link (ACTION)."""
+    subdir = _subdir(layout)
     found = [Finding(SECTION, Level.ACTION, f"{subdir}: test fails: {line}") for line in results.failed]
     found += _ownership_findings(layout, places, results.staged)
     level = Level.INFO if found else Level.OK

@@ -3,21 +3,19 @@ and a short smoke test; each one line in the report, and nothing skipped without
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..paths import RECIPE, TESTS
+from ..test_commands import fresh_test_dir, run_command
 
 # The rehearsal packs upstream's binaries, not ours: what they take from outside a conda
 # environment (RUNPATH $ORIGIN/../../nvidia/..., the bundled libgomp, ...) is explained once, as
 # data, for the rendered check-binaries commands here and tests/test_binary_check_wheels.py.
 UPSTREAM_EXPLAINED = TESTS / "data" / "binary-check-upstream-wheels.json"
-BINARY_CHECK = "megabuild check-binaries"
 UPSTREAM_TEST_RUNNER = "megabuild upstream-tests run"  # reads the source_files' test/
 
 TIMEOUT = 1800.0
@@ -41,24 +39,11 @@ class Outcome:
 
 
 def run_shell(what: str, command: str, env: Mapping[str, str], cwd: Path) -> Outcome:
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", command],
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Outcome(what, False, time.monotonic() - t0, f"took longer than {TIMEOUT:.0f} s")
-    note = ""
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-3:]
-        note = " | ".join(tail)[:400]
-    return Outcome(what, proc.returncode == 0, time.monotonic() - t0, note)
+    """One command through the rendered tests' runner (``bash -euo pipefail``), as one line."""
+    ran = run_command(
+        command, env, cwd, explained=UPSTREAM_EXPLAINED, bash_options=("-euo", "pipefail"), timeout=TIMEOUT
+    )
+    return Outcome(what, ran.returncode == 0, ran.seconds, ran.tail() if ran.returncode != 0 else "")
 
 
 def needs_upstream_sources(command: str, test: Mapping[str, Any]) -> bool:
@@ -70,16 +55,7 @@ def needs_upstream_sources(command: str, test: Mapping[str, Any]) -> bool:
 def rendered_tests(name: str, test: Mapping[str, Any], env: Mapping[str, str], work: Path) -> list[Outcome]:
     """Every command of one output's rendered ``test:`` section, in a fresh dir holding its
     ``files`` (as conda-build's test dir does); ``imports`` first."""
-    where = work / f"test-{name}"
-    if where.exists():
-        shutil.rmtree(where)
-    where.mkdir(parents=True)
-    for rel in test.get("files") or []:
-        src = RECIPE / str(rel).rstrip("/")
-        if src.is_dir():
-            shutil.copytree(src, where / src.name)
-        elif src.is_file():
-            shutil.copy2(src, where / src.name)
+    where = fresh_test_dir(work / f"test-{name}", test, RECIPE)
     outcomes = [
         run_shell(f"{name}: import {module}", f'python -c "import {module}"', env, where)
         for module in test.get("imports") or []
@@ -89,8 +65,6 @@ def rendered_tests(name: str, test: Mapping[str, Any], env: Mapping[str, str], w
         if needs_upstream_sources(str(command), test):
             outcomes.append(Outcome(what, None, 0.0, UPSTREAM_TESTS))
             continue
-        if BINARY_CHECK in str(command):
-            command = f'{command} --explained "{UPSTREAM_EXPLAINED}"'
         outcomes.append(run_shell(what, str(command), env, where))
     return outcomes
 

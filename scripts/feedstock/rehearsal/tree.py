@@ -4,8 +4,9 @@ The build's ``pip install .`` packs what scikit-build-core installed (the patche
 pytorch outputs without their ``wheel.exclude``) into a wheel and pip unpacks it. Here the wheel
 is upstream's: :func:`derive_wheel` writes the wheel that build would have packed (the recipe's
 patches in, the excluded paths out, METADATA without upstream's release-time CUDA pins) and
-:func:`lay_out_wheel` has pip install it. That one function is the rehearsal's stand-in for the
-backend; everything after it is the recipe's own pipeline.
+:func:`lay_out_wheel` has pip install it. :class:`DerivedWheel` is that step as the split
+procedure's tree source (``feedstock.bump.layout.TreeSource``): the rehearsal's one stand-in for
+the backend; everything after it is the recipe's own pipeline, run by ``feedstock.bump.split_run``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import re
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..bump.layout import copy_linalg
+from ..bump.tools import Row
 from ..errors import FeedstockError
 
 # Requirements upstream's release adds to the CUDA wheels (PYTORCH_EXTRA_INSTALL_REQUIREMENTS in
@@ -99,3 +103,48 @@ def lay_out_wheel(
         if proc.returncode != 0:
             last = (proc.stderr or proc.stdout).strip().splitlines()
             raise LayOutError(f"pip install {wheel.name}: {last[-1] if last else proc.returncode}")
+
+
+def _in_dist_info(name: str) -> bool:
+    return name.split("/", 1)[0].endswith(".dist-info")
+
+
+@dataclass(frozen=True)
+class DerivedWheel:
+    """The split procedure's tree source for the rehearsal: the wheel the build would have packed
+    (derived from upstream's ``wheel`` with the ``replaced`` members' patched bytes), installed by
+    pip (``python``: the megabuild's CPython) into the prefix that owns the site-packages asked
+    for, holding exactly the rows asked for (and its ``.dist-info``: METADATA, entry points)."""
+
+    wheel: Path
+    python: Path
+    replaced: Mapping[str, bytes]
+
+    def listed(self) -> list[Row]:
+        rows = []
+        with zipfile.ZipFile(self.wheel) as archive:
+            for info in archive.infolist():
+                name = info.filename
+                top = name.split("/", 1)[0]
+                if info.is_dir() or "/" not in name or top.endswith((".dist-info", ".data")):
+                    continue
+                data = self.replaced.get(name)
+                size = len(data) if data is not None else info.file_size
+                rows.append(Row(name, size, bool((info.external_attr >> 16) & 0o111)))
+        return sorted(rows)  # by path string, as listings are
+
+    def lay_out(
+        self, rows: Sequence[Row], site_packages: Path, scratch: Path, *, compile_bytecode: bool = False
+    ) -> None:
+        """pip installs into ``<prefix>/lib/pythonX.Y/site-packages`` (scripts in ``<prefix>/bin``)."""
+        prefix = site_packages.parents[2]
+        if site_packages.name != "site-packages" or site_packages.parent.parent.name != "lib":
+            raise FeedstockError(f"{site_packages}: not a prefix's lib/pythonX.Y/site-packages")
+        wanted = {row.path for row in rows}
+        prefix.mkdir(parents=True, exist_ok=True)
+        lay_out_wheel(self.wheel, prefix, self.python, replaced=self.replaced,
+                      keep=lambda name: name in wanted or _in_dist_info(name),
+                      compile_bytecode=compile_bytecode)  # fmt: skip
+
+    def relink_linalg(self, nomagma: Path, target: Path) -> str:
+        return copy_linalg(nomagma, target)
