@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""conda-smithy's conda-forge lint of the recipe; any lint or hint fails.
+"""conda-smithy's conda-forge lint of the recipe; any lint or unexplained hint fails.
 
     python scripts/cross_checks/smithy_lint.py --pinning PINNING_RECIPE_DIR [RECIPE_DIR]
 
 Runs with the Python of the cross-check environment (``run_cross_checks.py`` beside it builds it
 and calls this), where conda-smithy is installed. It calls ``conda_smithy.lint_recipe.main``,
 the function behind ``conda smithy lint --conda-forge``, and prints its lints and hints the way
-that command does. The command exits 0 when there are only hints; this one exits 1 on any.
+that command does. The command exits 0 when there are only hints; this one exits 1 on any but
+the one the recipe answers on purpose (:func:`explained_hints`: exact text, with its reason).
 
 Two inputs of the linter come from the network, so they are pinned or stubbed here:
 
@@ -30,10 +31,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
+sys.path.append(str(Path(__file__).resolve().parents[2] / "recipe"))  # megabuild (the model)
 
 from cross_checks.run_cross_checks import github_resolves
+from feedstock.bump.recipe import read_recipe
 from feedstock.errors import FeedstockError, UsageError, run_main
 from feedstock.paths import RECIPE
+
+PINNED_HINT = "top-level output overrides versions pinned in the feedstock:"
 
 
 def _attribute(module: Any, name: str) -> Any:
@@ -85,6 +90,30 @@ def print_findings(recipe: str, lints: list[str], hints: list[str]) -> None:
         print(f"{recipe} is in fine form")
 
 
+def explained_hints(feedstock: Path) -> dict[str, str]:
+    """The hint lines (the first two of a hint) this recipe answers on purpose, with the reason.
+
+    Every config is a megabuild: the top level builds libtorch once, with one Python (meta.yaml's
+    ``megabuild_python``), so its host names ``python X.Y`` where the pinning lists every Python;
+    the outputs' hosts take the pinning's. (The anchor feedstock's top level pins ``python 3.12``
+    alike.) Only that spec, with the recipe's own megabuild Python, is explained."""
+    python = read_recipe(feedstock).megabuild_python
+    spec = str([f"- In section host: `python {python}`"])
+    return {f"{PINNED_HINT}\n{spec}": f"the top level builds with the megabuild Python {python} on purpose"}
+
+
+def split_hints(hints: list[str], explained: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(unexplained hints, one line per explained one)."""
+    unexplained, lines = [], []
+    for hint in hints:
+        head = "\n".join(line.strip() for line in hint.splitlines()[:2])
+        if head in explained:
+            lines.append(f"hint explained: {head.splitlines()[0]} {head.splitlines()[1]}: {explained[head]}")
+        else:
+            unexplained.append(hint)
+    return unexplained, lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe", nargs="?", type=Path, default=RECIPE, help="default: this feedstock's recipe/")
@@ -107,11 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not github_resolves():
         skip_maintainer_checks(unchecked)
     print(f"conda-smithy {__version__}: lint --conda-forge {ns.recipe}")
-    lints, hints = lint_recipe.main(str(ns.recipe), conda_forge=True, return_hints=True)
+    lints, all_hints = lint_recipe.main(str(ns.recipe), conda_forge=True, return_hints=True)
+    hints, explained = split_hints(all_hints, explained_hints(ns.recipe.resolve().parent))
     print_findings(str(ns.recipe), lints, hints)
+    for line in explained:
+        print(line)
     if unchecked:
         print(f"note: github.com does not resolve: maintainers not checked on GitHub: {', '.join(unchecked)}")
-    print(f"lint: {len(lints)} lints, {len(hints)} hints")
+    print(f"lint: {len(lints)} lints, {len(hints)} hints ({len(explained)} explained)")
     return 1 if lints or hints else 0
 
 
