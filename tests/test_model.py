@@ -82,21 +82,21 @@ def test_the_split_spec_declares_the_models_outputs_and_variants() -> None:
 
 
 def test_one_fact_per_platform() -> None:
-    assert [p.subdir for p in model.PLATFORMS] == [
-        "linux-64",
-        "linux-aarch64",
-        "osx-arm64",
-        "osx-64",
-        "win-64",
-    ]
-    assert {p.family: p.shlib_ext for p in model.PLATFORMS} == {
-        "linux": ".so",
-        "osx": ".dylib",
-        "win": ".dll",
-    }
-    assert [p.subdir for p in model.PLATFORMS if p.lazy_linalg] == ["linux-64", "linux-aarch64"]
-    assert [p.subdir for p in model.PLATFORMS if not p.symlinks] == ["win-64"]
-    assert [p.subdir for p in model.PLATFORMS if p.wheel_repair] == ["linux-aarch64"]
+    """The model's platforms are those the configs build, and its facts agree with each other; the
+    facts themselves are the model's (no copy of them here)."""
+    from feedstock.configs import list_configs
+
+    configs = list_configs(REPO)
+    assert sorted(p.subdir for p in model.PLATFORMS) == sorted({c.subdir for c in configs})
+    extensions = {(p.family, p.shlib_ext) for p in model.PLATFORMS}
+    assert len(extensions) == len({p.family for p in model.PLATFORMS}), extensions  # one per family
+    for facts in model.PLATFORMS:
+        assert facts.symlinks == (facts.family != "win"), facts.subdir
+        own = [c for c in configs if c.subdir == facts.subdir]
+        cuda = any(c.values.get("cuda_compiler_version") != ["None"] for c in own)
+        assert not facts.lazy_linalg or cuda, f"{facts.subdir}: a linalg package without a CUDA config"
+        blas = {v for c in own for v in c.values.get("blas_impl", ["generic"])}
+        assert blas <= set(facts.blas_impls), (facts.subdir, blas)
     with pytest.raises(MegabuildError, match="'win-arm64' is not one the feedstock builds"):
         model.platform("win-arm64")
 
