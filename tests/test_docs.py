@@ -196,9 +196,13 @@ def _check_configs(namespace: argparse.Namespace, where: str) -> None:
                 pytest.fail(f"{where}: {exc}")
 
 
+# pytest options whose value is the next argument (no path to check there)
+PYTEST_VALUE_OPTIONS = {"-n", "--dist", "-m", "-k", "-p", "--durations"}
+
+
 def _check_pytest(args: list[str], where: str) -> None:
-    for arg in args:
-        if arg.startswith("-"):
+    for previous, arg in zip(["", *args], args):
+        if arg.startswith("-") or previous in PYTEST_VALUE_OPTIONS:
             continue
         path, _, node = arg.partition("::")
         assert (ROOT / path).exists(), f"{where}: no {path}"
@@ -281,7 +285,10 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
     assert len(lines) < 250, f"README.md has {len(lines)} lines; details belong in docs/"
     assert "python build-locally.py linux_64_cuda12.6" in lines
     # .ci/run runs the README's test command (tests/test_ci_scripts.py checks it is this one)
-    assert "python -m pip install -q -r tests/requirements.txt && python -m pytest -q" in lines
+    test_command = (
+        "python -m pip install -q -r tests/requirements.txt && python -m pytest -q -n auto --dist loadfile"
+    )
+    assert test_command in lines
 
 
 def test_readme_counts_the_jobs_of_each_platform() -> None:
