@@ -286,7 +286,7 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
     assert "python build-locally.py linux_64_cuda12.6" in lines
     # .ci/run runs the README's test command (tests/test_ci_scripts.py checks it is this one)
     test_command = (
-        "python -m pip install -q -r tests/requirements.txt && python -m pytest -q -n auto --dist loadfile"
+        "python -m pip install -q -r tests/requirements.txt && python -m pytest -q -n 2 --dist loadfile"
     )
     assert test_command in lines
 
