@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.pythons import CPython, abi_args, find_cpythons, make_conda_like_prefix
+from harness.pythons import CPython, abi_args, find_cpythons, keep_tree, make_conda_like_prefix, tree_key
 
 
 def pick_python(version: str, pythons: Sequence[CPython] | None = None) -> CPython:
@@ -80,21 +79,6 @@ def shared_cache(default: Path) -> Path:
     return Path(given) if given else default
 
 
-def _tree_key(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _keep_tree(made: Path, tree: Path) -> None:
-    """Keep a copy of ``made`` as ``tree`` (atomically; a concurrent run that won keeps its own)."""
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}.", dir=tree.parent))
-    try:
-        shutil.copytree(made, tmp, symlinks=True, dirs_exist_ok=True)
-        os.replace(tmp, tree)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def python_prefix(
     cpython: CPython, prefix: Path, packages: Sequence[str] = (), cache_dir: Path | None = None
 ) -> Path:
@@ -103,7 +87,7 @@ def python_prefix(
     interpreter and package list) and later prefixes get a copy: the interpreter fixes each code
     object's file name when it loads a cached .pyc, and copies keep the sources' mtimes."""
     site_packages = prefix / "lib" / cpython.dirname / "site-packages"
-    key = _tree_key(str(cpython.executable), cpython.tag, *packages)
+    key = tree_key(str(cpython.executable), cpython.tag, *packages)
     tree = cache_dir / "prefix-site-packages" / key if cache_dir is not None and packages else None
     if tree is not None and tree.is_dir():
         make_conda_like_prefix(cpython, prefix, packages=())
@@ -126,7 +110,7 @@ def python_prefix(
             check=True, capture_output=True,
         )  # fmt: skip
         if tree is not None:
-            _keep_tree(site_packages, tree)
+            keep_tree(site_packages, tree)
     return prefix
 
 
@@ -138,14 +122,22 @@ def pip_install_target(
     freethreaded: bool = False,
 ) -> None:
     """``pip install --target`` binary wheels for Python ``short`` (no deps, no bytecode);
-    ``freethreaded``: for its ``t`` build. With ``cache_dir`` the installed tree is kept there
-    and a later call copies it."""
-    tree = None
-    if cache_dir is not None:
-        tree = cache_dir / "pip-target" / _tree_key(short, str(freethreaded), *packages)
-        if tree.is_dir():
-            shutil.copytree(tree, target, symlinks=True, dirs_exist_ok=True)
-            return
+    ``freethreaded``: for its ``t`` build. With ``cache_dir`` what they install is kept there and
+    a later call copies it."""
+    if cache_dir is None:
+        _pip_target(short, target, packages, None, freethreaded)
+        return
+    tree = cache_dir / "pip-target" / tree_key(short, str(freethreaded), *packages)
+    if not tree.is_dir():
+        with tempfile.TemporaryDirectory(prefix="pip-target-") as fresh:  # these packages only
+            _pip_target(short, Path(fresh), packages, cache_dir, freethreaded)
+            keep_tree(Path(fresh), tree)
+    shutil.copytree(tree, target, symlinks=True, dirs_exist_ok=True)
+
+
+def _pip_target(
+    short: str, target: Path, packages: Sequence[str], cache_dir: Path | None, freethreaded: bool
+) -> None:
     cmd = [
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
         "--target", str(target), "--python-version", short, "--implementation", "cp",
@@ -153,15 +145,9 @@ def pip_install_target(
     ]  # fmt: skip
     if cache_dir is not None:
         cmd += ["--cache-dir", str(cache_dir)]
-    with tempfile.TemporaryDirectory(prefix="pip-target-") as fresh:
-        if tree is not None:  # only what these packages install is kept, not what target held
-            cmd[cmd.index("--target") + 1] = fresh
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"pip install {' '.join(packages)} for Python {short} failed:\n{out.stderr}")
-        if tree is not None:
-            _keep_tree(Path(fresh), tree)
-            shutil.copytree(fresh, target, symlinks=True, dirs_exist_ok=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(packages)} for Python {short} failed:\n{out.stderr}")
 
 
 def empty_prefix(prefix: Path) -> Path:

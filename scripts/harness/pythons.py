@@ -283,8 +283,7 @@ def _install_packages(
     kept too (keyed by Python version and package list), so later calls copy it
     instead of running pip again.
     """
-    key = hashlib.sha256("\0".join(packages).encode()).hexdigest()[:16]
-    tree = cache_dir / "site-packages" / f"{cpython.tag}-{key}" if cache_dir is not None else None
+    tree = None if cache_dir is None else cache_dir / "site-packages" / f"{cpython.tag}-{tree_key(*packages)}"
     if tree is not None and tree.is_dir():
         shutil.copytree(tree, site_packages, symlinks=True, dirs_exist_ok=True)
         return
@@ -311,13 +310,23 @@ def _install_packages(
         cmd += ["--cache-dir", str(cache_dir / "pip")]
     _run([*cmd, *packages], f"pip install {' '.join(packages)} for Python {cpython.short}")
     if tree is not None:
-        tree.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}.", dir=tree.parent))
-        try:
-            shutil.copytree(site_packages, tmp, symlinks=True, dirs_exist_ok=True)
-            os.replace(tmp, tree)
-        except OSError:  # another process won the race: fine
-            shutil.rmtree(tmp, ignore_errors=True)
+        keep_tree(site_packages, tree)
+
+
+def tree_key(*parts: str) -> str:
+    """A short name for a cached installed tree: what it was made for."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def keep_tree(made: Path, tree: Path) -> None:
+    """Keep a copy of ``made`` as ``tree``, atomically (a concurrent run that won keeps its own)."""
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{tree.name}.", dir=tree.parent))
+    try:
+        shutil.copytree(made, tmp, symlinks=True, dirs_exist_ok=True)
+        os.replace(tmp, tree)
+    except OSError:  # another process won the race: fine
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def abi_args(short: str, freethreaded: bool) -> list[str]:
