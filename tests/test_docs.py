@@ -178,7 +178,9 @@ def parsed_arguments(
         main(args) if takes_argv else main()
     except _Parsed as parsed:
         return parsed.namespace
-    except SystemExit:
+    except SystemExit as exit:
+        if exit.code == 0 and {"-h", "--help"} & set(args):  # the help printed, then exit 0
+            return argparse.Namespace()
         pytest.fail(f"{where}: the tool's parser refuses the arguments: {capsys.readouterr().err.strip()}")
     finally:
         monkeypatch.undo()
@@ -241,7 +243,11 @@ def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, c
 def test_every_command_runs_as_shown(
     command: Command, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program, *args = command.argv
+    argv = list(command.argv)
+    while argv and re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]):  # NAME=VALUE before a command
+        argv.pop(0)
+    assert argv, f"{command.where()}: an assignment without a command"
+    program, *args = argv
     where = command.where()
     if program in {"python", "python3"}:
         check_python(args, where, monkeypatch, capsys)
@@ -412,3 +418,65 @@ def test_a_table_restated_by_hand_is_caught() -> None:
         doc_tables.refresh("<!-- generated: pipline -->\n<!-- end generated -->\n")
     with pytest.raises(doc_tables.DocTableError, match="1 generated blocks open, 0 end"):
         doc_tables.refresh("<!-- generated: pipeline -->\n")
+
+
+# -- megabuild's help: it runs from the repository root, its examples print one a line -------------
+
+MEGABUILD_HELP = "PYTHONPATH=recipe python -m megabuild --help"
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser and every subparser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _parsers(sub)
+
+
+def run_together_examples(parser: argparse.ArgumentParser) -> list[str]:
+    """The example lines of a parser's description and epilog (indented by four spaces, as in a
+    docstring's literal block) that its help does not print as a line of their own."""
+    shown = {line.strip() for line in parser.format_help().splitlines()}
+    written = "\n".join(t for t in (parser.description, parser.epilog) if t)
+    examples = [line.strip() for line in written.splitlines() if line.startswith("    ") and line.strip()]
+    return [line for line in examples if line not in shown]
+
+
+def test_megabuild_help_runs_from_the_repository_root() -> None:
+    """The README's command, as a maintainer types it in a fresh checkout; it lists every group."""
+    import subprocess
+
+    from megabuild.cli import build_parser
+
+    assert MEGABUILD_HELP in README.read_text(encoding="utf-8").splitlines()
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "megabuild", "--help"],
+        cwd=ROOT, env={**env, "PYTHONPATH": "recipe"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    groups = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"build", "check-binaries", "env", "cache", "split"} <= set(groups.choices)
+    missing = [name for name in groups.choices if f"    {name}" not in proc.stdout]
+    assert not missing, f"not in megabuild --help: {missing}"
+
+
+def test_every_help_prints_its_examples_one_a_line() -> None:
+    from megabuild.cli import build_parser
+
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) > 20  # the walk reached the subcommands
+    bad = {p.prog: run_together_examples(p) for p in parsers if run_together_examples(p)}
+    assert not bad, f"examples run together into a paragraph: {bad}"
+
+
+def test_a_run_together_example_is_caught() -> None:
+    """Planted: argparse's default formatter refills ``megabuild build``'s description."""
+    from megabuild.pipeline import cli as pipeline_cli
+
+    assert pipeline_cli.__doc__
+    plain = argparse.ArgumentParser(prog="megabuild build", description=pipeline_cli.__doc__)
+    assert "python -m megabuild build top-level        # build.sh / bld.bat, PKG_NAME=libtorch-split" in (
+        run_together_examples(plain)
+    )
