@@ -480,3 +480,52 @@ def test_a_run_together_example_is_caught() -> None:
     assert "python -m megabuild build top-level        # build.sh / bld.bat, PKG_NAME=libtorch-split" in (
         run_together_examples(plain)
     )
+
+
+# -- no references to this project's issues, rounds or notes outside the repository ---------------
+
+# Docstrings, comments and docs say what is and why: conda-forge's feedstock's threads are named
+# as owner/repo#N, this project's own issues and working notes are not named at all.
+_ROUND = "this" + " round"  # spelled apart so that this file does not match itself
+FORBIDDEN = re.compile(
+    r"\bissues? \d+|\b" + _ROUND + r"\b|\bdesign notes\b|\bdesign\.md\b|/work/shared"
+    r"|\banchor(?:'s)? (?:issue|pr|pull request) #?\d+",
+    re.I,
+)
+# trees no one writes by hand here (conda-smithy's output) or that are not ours
+NOT_SCANNED = {".git", ".ci_support", ".scripts", ".github", "build_artifacts", "__pycache__"}
+NOT_SCANNED_FILES = {"LICENSE.txt"}
+
+
+def forbidden_references(text: str) -> list[str]:
+    return [m.group(0) for m in FORBIDDEN.finditer(text)]
+
+
+def _scanned_files(pages: bool) -> Iterator[Path]:
+    for path in sorted(ROOT.rglob("*")):
+        rel = path.relative_to(ROOT)
+        if NOT_SCANNED & set(rel.parts) or any(p.startswith(".") and p != ".ci" for p in rel.parts):
+            continue
+        if not path.is_file() or path.name in NOT_SCANNED_FILES or path.stat().st_size > 2_000_000:
+            continue
+        if (not pages and path in PAGES) or path == Path(__file__).resolve():  # it spells the patterns
+            continue
+        yield path
+
+
+def test_no_project_issue_numbers_or_rounds_in_code() -> None:
+    found = {}
+    for path in _scanned_files(pages=False):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if hits := forbidden_references(text):
+            found[str(path.relative_to(ROOT))] = hits
+    assert not found, f"say what and why, not which issue or round: {found}"
+
+
+def test_a_project_reference_is_caught() -> None:
+    planted = "fixed in issue 31 (issue 33, item 4) " + _ROUND + "; see design notes; anchor issue 343"
+    assert len(forbidden_references(planted)) == 5
+    assert forbidden_references("conda-forge/pytorch-cpu-feedstock#343, pytorch/pytorch#180247") == []
