@@ -49,8 +49,8 @@ PROG = "build-locally"
 DISK_NEEDED_GB = {"cpu": 60, "cuda": 150}
 GIB = 1024**3
 
-# The compiler cache every config shares (sccache's dir; docs/local-builds.md, "Compiler cache
-# and build reports").
+# The compiler cache every config shares (sccache's dir; docs/local-builds.md, "The compiler
+# cache").
 DEFAULT_COMPILER_CACHE = os.path.join(ARTIFACTS, "compiler-cache")
 # Per-config build telemetry (recipe/build.sh) and its report (scripts/build_report.py).
 TELEMETRY_DIR = os.path.join(ARTIFACTS, "telemetry")

@@ -9,7 +9,7 @@ setlocal
 
 @REM `megabuild env` reads the variant keys cuda_compiler_version and blas_impl (and target_platform,
 @REM which conda-build always exports) from the environment; conda-build exports a key only to a
-@REM script that names it as %key% (design notes, section 2): this line is that use.
+@REM script that names it as %key% (tests/test_render_used_vars.py): this line is that use.
 echo Building %PKG_NAME% %PKG_VERSION% (python %PY_VER%, cuda %cuda_compiler_version%, blas %blas_impl%)
 
 @REM ---- compiler cache (local builds only: FEEDSTOCK_COMPILER_CACHE, see build-locally.py) ----

@@ -6,8 +6,8 @@ Each wheel (linux-64 and linux-aarch64 CUDA 13.0, osx-arm64, win-64; from the sh
 split put it, with the c_stdlib_version of the config its layout renders. Every finding must be
 explained by ``tests/data/binary-check-upstream-wheels.json`` (a dependency the wheel takes from
 elsewhere than a conda environment), and every explanation that names the platform must explain
-something there. The CUDA fatbin check needs cuobjdump over 500 MB (about 100 s) and is measured
-in docs/testing.md instead. Without a wheel the test skips with one line; under
+something there. The CUDA fatbin check needs cuobjdump over 500 MB (about 100 s) and is left to
+the first real build (docs/first-real-build.md). Without a wheel the test skips with one line; under
 ``FEEDSTOCK_REQUIRE_REAL_WHEELS=1`` it fails.
 """
 

@@ -107,8 +107,8 @@ def test_the_wheels_tree_as_it_is_cannot_link(toolchain: Toolchain, tmp_path: Pa
 # the recipe's architecture lists against nvcc 13.0 and upstream's wheel
 # ------------------------------------------------------------------------------------------------
 
-# cuobjdump on libtorch_cuda.so of upstream's torch 2.14.1 cu130 linux x86_64 wheel (design.md,
-# section 9): cubins for these architectures (plus sm_100a/103 flash-attention kernels).
+# cuobjdump on libtorch_cuda.so of upstream's torch 2.14.1 cu130 linux x86_64 wheel:
+# cubins for these architectures (plus sm_100a/103 flash-attention kernels).
 UPSTREAM_CU130_X86_64_CUBINS = {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"}
 
 

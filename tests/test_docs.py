@@ -1,13 +1,17 @@
 """The README and docs/: every doc is reachable, every link resolves, every command runs as shown.
 
 A command is a line of a ``bash`` or ``sh`` block, or a ``$ `` line of a ``console`` block
-(``text`` blocks hold synopses and sample output and are not read). "Runs as shown" is checked
-without running builds: the program is one this feedstock ships (its script exists and its own
-argument parser accepts the arguments, config names resolve to ``.ci_support`` configs), a test
-path pytest is given exists, a requirements file pip is given exists, or the program is one of
-the few outside tools the docs name (conda, docker, anaconda). Every repository path the prose
-names in backticks (``scripts/...``, ``recipe/...``, ``tests/...``, ``docs/...``)
-exists, so a moved script or package leaves no stale path behind.
+(``text`` blocks hold synopses and sample output and are not read). A block's tag after the
+language says more: ``bash run`` blocks run here, in the repository root, and must exit 0;
+``bash real-build`` blocks need a real build (a conda-build work dir, Docker) and are only
+parsed. "Runs as shown" is otherwise checked without running builds: the program is one this
+feedstock ships (its script exists and its own argument parser accepts the arguments, config
+names resolve to ``.ci_support`` configs), a test path pytest is given exists, a requirements
+file pip is given exists, or the program is one of the few outside tools the docs name (conda,
+docker, anaconda, grep, otool). Every repository path the prose names in backticks
+(``scripts/...``, ``recipe/...``, ``tests/...``, ``docs/...``, ``.ci/...``) exists, so a moved
+script or package leaves no stale path behind. docs/ stays within a word budget, and neither
+code nor docs name this project's issues or notes outside the repository.
 """
 
 from __future__ import annotations
@@ -38,7 +42,14 @@ PAGES = [README, *DOCS]
 # The shell languages whose lines are commands; "console" shows commands after "$ ".
 SHELL_BLOCKS = {"bash", "sh"}
 # Programs of other projects the docs show; their commands are not checked here.
-OUTSIDE_TOOLS = {"conda", "docker", "anaconda"}
+OUTSIDE_TOOLS = {"conda", "docker", "anaconda", "grep", "otool"}
+# The tags of a shell block (after its language): run here, or needs a real build.
+RUN, REAL_BUILD = "run", "real-build"
+# The pages for maintainers at work (walkthrough, debugging guide, checklist): every shell block
+# there is tagged, so that a reader knows which commands run on a plain checkout.
+TAGGED_PAGES = ("build.md", "debugging.md", "first-real-build.md")
+# docs/ is read whole by maintainers: it stays within this many words (wc -w)
+WORD_BUDGET = 10_000
 # conda-build's variables, as the commands of docs/architecture.md use them in a build script.
 BUILD_VARIABLES = {
     "RECIPE_DIR": "/feedstock/recipe",
@@ -47,6 +58,7 @@ BUILD_VARIABLES = {
     "SP_DIR": "/prefix/lib/python3.13/site-packages",
     "PY_VER": "3.13",
     "target_platform": "linux-64",
+    "CONFIG": "linux_64_cpu_mkl",  # build_steps.sh's, in the checklist's log paths
 }
 # Scripts whose positional ``config``/``configs`` or ``--config`` name .ci_support configs.
 CONFIG_ARGUMENTS = ("config", "configs")
@@ -64,13 +76,15 @@ class Command:
     page: Path
     line: int
     argv: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    text: str = ""  # the whole shell line
 
     def where(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}: {shlex.join(self.argv)}"
 
 
 def _fenced_blocks(text: str) -> Iterator[tuple[str, int, list[str]]]:
-    """(language, line number of the first line, lines) of each fenced block."""
+    """(language and tags, line number of the first line, lines) of each fenced block."""
     language, start, body = None, 0, []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -125,14 +139,20 @@ def _logical_lines(language: str, body: list[str]) -> Iterator[tuple[int, str]]:
         pending = ""
 
 
+def shell_blocks(page: Path) -> Iterator[tuple[str, tuple[str, ...], int, list[str]]]:
+    """(language, tags, first line, lines) of each shell or console block."""
+    for header, start, body in _fenced_blocks(page.read_text(encoding="utf-8")):
+        language, *tags = header.split()
+        if language in SHELL_BLOCKS | {"console"}:
+            yield language, tuple(tags), start, body
+
+
 def commands_of(page: Path) -> list[Command]:
     found = []
-    for language, start, body in _fenced_blocks(page.read_text(encoding="utf-8")):
-        if language not in SHELL_BLOCKS | {"console"}:
-            continue
+    for language, tags, start, body in shell_blocks(page):
         for offset, line in _logical_lines(language, body):
             where = f"{page.relative_to(ROOT)}:{start + offset}"
-            found += [Command(page, start + offset, argv) for argv in _split(line, where)]
+            found += [Command(page, start + offset, argv, tags, line) for argv in _split(line, where)]
     return found
 
 
@@ -178,7 +198,9 @@ def parsed_arguments(
         main(args) if takes_argv else main()
     except _Parsed as parsed:
         return parsed.namespace
-    except SystemExit:
+    except SystemExit as exit:
+        if exit.code == 0 and {"-h", "--help"} & set(args):  # the help printed, then exit 0
+            return argparse.Namespace()
         pytest.fail(f"{where}: the tool's parser refuses the arguments: {capsys.readouterr().err.strip()}")
     finally:
         monkeypatch.undo()
@@ -227,6 +249,8 @@ def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, c
         _check_pytest(args[2:], where)
     elif args[:2] == ["-m", "pip"]:
         _check_pip(args[2:], where)
+    elif args[:1] == ["-c"]:  # a one-line program: nothing of ours to check
+        pass
     elif args and args[0].endswith(".py"):
         script = ROOT / args[0]
         assert script.is_file(), f"{where}: no script {args[0]}"
@@ -241,7 +265,13 @@ def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, c
 def test_every_command_runs_as_shown(
     command: Command, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    program, *args = command.argv
+    argv = list(command.argv)
+    if argv[:1] == ["env"]:  # env NAME=VALUE ... command
+        argv.pop(0)
+    while argv and re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0]):  # NAME=VALUE before a command
+        argv.pop(0)
+    assert argv, f"{command.where()}: an assignment without a command"
+    program, *args = argv
     where = command.where()
     if program in {"python", "python3"}:
         check_python(args, where, monkeypatch, capsys)
@@ -292,19 +322,18 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
 
 
 def test_readme_counts_the_jobs_of_each_platform() -> None:
-    """The platform table's "after" column is the number of .ci_support configs per platform."""
-    rows = re.findall(
-        r"^\| ([a-z]+-[a-z0-9]+)[^|]*\|.*?(\d+) → (\d+)[^|]*\|$", README.read_text("utf-8"), re.M
-    )
-    shown = {platform: int(after) for platform, _before, after in rows}
+    """The platform table's jobs column is the number of .ci_support configs per platform."""
+    text = README.read_text("utf-8")
+    rows = re.findall(r"^\| ([a-z]+-[a-z0-9]+)[^|]*\|.*\| (\d+) \|$", text, re.M)
+    shown = {platform: int(jobs) for platform, jobs in rows}
     assert len(shown) == 5, shown  # every platform has its row
     configs = [p.stem for p in (ROOT / ".ci_support").glob("*.yaml")]
     counted = {
         platform: sum(c.startswith(platform.replace("-", "_") + "_") for c in configs) for platform in shown
     }
-    assert shown and shown == counted, (shown, counted)
-    total = re.search(r"^\| all \|.*?(\d+) → (\d+) \|$", README.read_text("utf-8"), re.M)
-    assert total and int(total.group(2)) == len(configs)
+    assert shown == counted, (shown, counted)
+    total = re.search(r"^\| all \|.*\| (\d+) \|$", text, re.M)
+    assert total and int(total.group(1)) == len(configs)
 
 
 def test_readme_names_the_feedstock_maintainers() -> None:
@@ -345,7 +374,7 @@ def test_every_doc_is_linked_from_the_readme() -> None:
 
 
 # A path into the repository in the prose: a backticked span that starts with one of its dirs.
-REPO_PATH = re.compile(r"`((?:scripts|recipe|tests|docs)/[^`\s]*)`")
+REPO_PATH = re.compile(r"`((?:scripts|recipe|tests|docs|\.ci|\.ci_support|\.scripts|\.github)/[^`\s]*)`")
 
 
 def stale_paths(page: Path) -> list[str]:
@@ -412,3 +441,174 @@ def test_a_table_restated_by_hand_is_caught() -> None:
         doc_tables.refresh("<!-- generated: pipline -->\n<!-- end generated -->\n")
     with pytest.raises(doc_tables.DocTableError, match="1 generated blocks open, 0 end"):
         doc_tables.refresh("<!-- generated: pipeline -->\n")
+
+
+# -- megabuild's help: it runs from the repository root, its examples print one a line -------------
+
+MEGABUILD_HELP = "PYTHONPATH=recipe python -m megabuild --help"
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser and every subparser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _parsers(sub)
+
+
+def run_together_examples(parser: argparse.ArgumentParser) -> list[str]:
+    """The example lines of a parser's description and epilog (indented by four spaces, as in a
+    docstring's literal block) that its help does not print as a line of their own."""
+    shown = {line.strip() for line in parser.format_help().splitlines()}
+    written = "\n".join(t for t in (parser.description, parser.epilog) if t)
+    examples = [line.strip() for line in written.splitlines() if line.startswith("    ") and line.strip()]
+    return [line for line in examples if line not in shown]
+
+
+def test_megabuild_help_runs_from_the_repository_root() -> None:
+    """The README's command, as a maintainer types it in a fresh checkout; it lists every group."""
+    import subprocess
+
+    from megabuild.cli import build_parser
+
+    assert MEGABUILD_HELP in README.read_text(encoding="utf-8").splitlines()
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "megabuild", "--help"],
+        cwd=ROOT, env={**env, "PYTHONPATH": "recipe"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    groups = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"build", "check-binaries", "env", "cache", "split"} <= set(groups.choices)
+    missing = [name for name in groups.choices if f"    {name}" not in proc.stdout]
+    assert not missing, f"not in megabuild --help: {missing}"
+
+
+def test_every_help_prints_its_examples_one_a_line() -> None:
+    from megabuild.cli import build_parser
+
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) > 20  # the walk reached the subcommands
+    bad = {p.prog: run_together_examples(p) for p in parsers if run_together_examples(p)}
+    assert not bad, f"examples run together into a paragraph: {bad}"
+
+
+def test_a_run_together_example_is_caught() -> None:
+    """Planted: argparse's default formatter refills ``megabuild build``'s description."""
+    from megabuild.pipeline import cli as pipeline_cli
+
+    assert pipeline_cli.__doc__
+    plain = argparse.ArgumentParser(prog="megabuild build", description=pipeline_cli.__doc__)
+    assert "python -m megabuild build top-level        # build.sh / bld.bat, PKG_NAME=libtorch-split" in (
+        run_together_examples(plain)
+    )
+
+
+# -- no references to this project's issues, rounds or notes outside the repository ---------------
+
+# Docstrings, comments and docs say what is and why: conda-forge's feedstock's threads are named
+# as owner/repo#N, this project's own issues and working notes are not named at all.
+_ROUND = "this" + " round"  # spelled apart so that this file does not match itself
+FORBIDDEN = re.compile(
+    r"\bissues? \d+|\b" + _ROUND + r"\b|\bdesign notes\b|\bdesign\.md\b|/work/shared"
+    r"|\banchor(?:'s)? (?:issue|pr|pull request) #?\d+",
+    re.I,
+)
+# trees no one writes by hand here (conda-smithy's output) or that are not ours
+NOT_SCANNED = {".git", ".ci_support", ".scripts", ".github", "build_artifacts", "__pycache__"}
+NOT_SCANNED_FILES = {"LICENSE.txt"}
+
+
+# the docs name conda-forge's pytorch-cpu feedstock by its name
+_ANCHOR = re.compile(r"\bthe anchor\b|\banchor feedstock\b", re.I)
+
+
+def forbidden_references(text: str) -> list[str]:
+    return [m.group(0) for m in FORBIDDEN.finditer(text)]
+
+
+def _scanned_files(pages: bool) -> Iterator[Path]:
+    for path in sorted(ROOT.rglob("*")):
+        rel = path.relative_to(ROOT)
+        if NOT_SCANNED & set(rel.parts) or any(p.startswith(".") and p != ".ci" for p in rel.parts):
+            continue
+        if not path.is_file() or path.name in NOT_SCANNED_FILES or path.stat().st_size > 2_000_000:
+            continue
+        if (not pages and path in PAGES) or path == Path(__file__).resolve():  # it spells the patterns
+            continue
+        yield path
+
+
+@pytest.mark.parametrize("pages", [False, True], ids=["code", "docs"])
+def test_no_project_issue_numbers_or_rounds(pages: bool) -> None:
+    found = {}
+    for path in _scanned_files(pages) if not pages else PAGES:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if hits := forbidden_references(text) + (_ANCHOR.findall(text) if pages else []):
+            found[str(path.relative_to(ROOT))] = hits
+    assert not found, f"say what and why, not which issue or round: {found}"
+
+
+def test_a_project_reference_is_caught() -> None:
+    planted = "fixed in issue 31 (issue 33, item 4) " + _ROUND + "; see design notes; anchor issue 343"
+    assert len(forbidden_references(planted)) == 5
+    assert forbidden_references("conda-forge/pytorch-cpu-feedstock#343, pytorch/pytorch#180247") == []
+
+
+# -- the word budget, and the commands of the pages maintainers work from -------------------------
+
+
+def test_the_docs_fit_the_word_budget() -> None:
+    words = {d.name: len(d.read_text(encoding="utf-8").split()) for d in DOCS}
+    assert sum(words.values()) <= WORD_BUDGET, f"docs/ has {sum(words.values())} words: {words}"
+
+
+@pytest.mark.parametrize("name", TAGGED_PAGES)
+def test_every_shell_block_of_the_working_pages_is_tagged(name: str) -> None:
+    page = ROOT / "docs" / name
+    blocks = list(shell_blocks(page))
+    assert blocks, f"{name} shows no commands"
+    untagged = [start for _, tags, start, _ in blocks if not {RUN, REAL_BUILD} & set(tags)]
+    assert not untagged, f"docs/{name}: blocks at lines {untagged} say neither '{RUN}' nor '{REAL_BUILD}'"
+
+
+def runnable_lines() -> list[Command]:
+    """One entry per shell line of a ``run`` block (a line may hold several commands)."""
+    lines = {(c.page, c.line): c for c in ALL_COMMANDS if RUN in c.tags}
+    return list(lines.values())
+
+
+def test_the_working_pages_show_commands_that_run_here() -> None:
+    pages = {c.page.name for c in runnable_lines()}
+    assert {"build.md", "debugging.md"} <= pages, pages
+
+
+def run_here(text: str) -> Any:
+    """Run one shell line as a maintainer types it in a checkout: ``python`` is this
+    interpreter, no PYTHONPATH, the repository root as the working dir."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return subprocess.run(
+        ["bash", "-c", "set -euo pipefail; " + text],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("command", runnable_lines(), ids=lambda c: f"{c.page.name}:{c.line}")
+def test_the_run_commands_run(command: Command) -> None:
+    proc = run_here(command.text)
+    output = (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, f"{command.where()}: exit {proc.returncode}\n{output}"
+
+
+def test_a_run_command_that_fails_is_caught() -> None:
+    """Planted: a config that does not exist, and megabuild without the PYTHONPATH it needs."""
+    assert run_here("python scripts/render.py linux_64_cuda99.9").returncode == 2
+    assert run_here("python -m megabuild --help").returncode != 0

@@ -592,7 +592,7 @@ def test_a_gil_env_never_gets_the_freethreaded_build(run: RunResult, freethreade
 
 
 # ------------------------------------------------------------------------------------------------
-# measurement (issue 31): the run above hands FORCE_COLOR=1 to every build script
+# measurement: the run above hands FORCE_COLOR=1 to every build script
 # ------------------------------------------------------------------------------------------------
 
 ESC = "\x1b["

@@ -15,7 +15,7 @@ from megabuild import model
 from megabuild.errors import MegabuildError
 
 META = RECIPE / "meta.yaml"
-# Source trees that must not spell an output or a variant name (issue 31's acceptance).
+# Source trees that must not spell an output or a variant name (only megabuild.model does).
 CODE_DIRS = (RECIPE / "megabuild", REPO / "scripts" / "feedstock", REPO / "scripts" / "harness")
 NAMES = {model.TOP_LEVEL, model.LIBTORCH, model.LINALG, model.PYTORCH, *model.METAPACKAGES}
 NAMES |= {v.value for v in model.LinalgVariant}

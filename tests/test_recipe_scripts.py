@@ -97,7 +97,7 @@ def test_each_install_script_is_one_pipeline_call(script: str) -> None:
 
 
 def test_with_magma_stays_the_linalg_scripts_variant_key() -> None:
-    """conda-build counts a key used where a line's first ``$`` names it (design notes, section 2):
+    """conda-build counts a key used where a line's first ``$`` names it (test_render_used_vars.py):
     install_linalg.sh must keep ``with_magma`` so, and no other script may."""
     first_dollar = re.compile(r"^[^$\n]*?\$\{?\s*with_magma\s*[\s|}]", re.M)
     assert first_dollar.search((RECIPE / "install_linalg.sh").read_text())

@@ -1,7 +1,7 @@
 """conda-build's used variables, hashes and build strings of every output, from the real render.
 
 conda-build decides which variant keys an output depends on by scanning meta.yaml and the
-output's script (design notes §2): ``$key`` only as the first ``$`` of a line of build.sh,
+output's script: ``$key`` only as the first ``$`` of a line of build.sh,
 ``%key%`` in bld.bat. A key the build scripts leave to Python (``megabuild env``) is not exported
 to them unless a line names it, and a key counted as used multiplies builds and enters the hash.
 
@@ -32,7 +32,7 @@ from megabuild.buildenv.target import VARIANT_KEYS
 from support.cross_checks import import_tool, unavailable
 
 BASELINE_ENV = "FEEDSTOCK_RENDER_BASELINE"
-# the variant key issue 31 retired: every config is a megabuild, the key selected nothing
+# a variant key that must not come back: every config is a megabuild, so it would select nothing
 RETIRED_KEYS = frozenset({"megabuild"})
 CONFIGS = list_configs(REPO)
 BUILD_SCRIPTS = ("build.sh", "bld.bat")

@@ -35,8 +35,8 @@ from megabuild.upstream_tests.selection import PackageTestEnv, load_selection, p
 
 DATA = RECIPE / "upstream_tests.json"
 MEGABUILD_PYTHON = read_recipe(REPO).megabuild_python  # meta.yaml, the one place
-# What the anchor runs: conda-forge/pytorch-cpu-feedstock's recipe/meta.yaml at this commit
-# (issue 33 quotes it). The data must say the same, and run at least these.
+# What the anchor runs: conda-forge/pytorch-cpu-feedstock's recipe/meta.yaml at this commit.
+# The data must say the same, and run at least these.
 ANCHOR_COMMIT = "74dd3d46ff0c3d05053197961386b5a2018cf3d1"
 ANCHOR_FILES = [
     "test/test_autograd.py",

@@ -1,4 +1,11 @@
-"""Command-line entry point: ``python -m megabuild <group> <subcommand> ...``.
+"""The build-time helpers of this feedstock's recipe, one command group each.
+
+From the repository root (the package lives in recipe/, all conda-build sees):
+
+    PYTHONPATH=recipe python -m megabuild --help
+    PYTHONPATH=recipe python -m megabuild build --help
+
+In a build, the recipe's scripts run it as PYTHONPATH=$RECIPE_DIR python -m megabuild ...
 
 Each command group lives in its own module and contributes its subparsers via
 ``register(subparsers)``; every handler receives the parsed namespace and
@@ -12,6 +19,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from megabuild.errors import MegabuildError
 
@@ -31,8 +39,18 @@ COMMAND_GROUPS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that prints its description and epilog as written: the examples in each group's
+    help stay one command a line. Subparsers are made with the parser's own class, so every
+    group and subcommand gets it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="megabuild", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="megabuild", description=__doc__.split("\n\nEach command group")[0])
     groups = parser.add_subparsers(dest="group", metavar="<command>", required=True)
     for module_name in COMMAND_GROUPS:
         try:

@@ -1,6 +1,6 @@
 """``megabuild cmake-args ...``: edit the ``$CMAKE_ARGS`` conda-forge's compiler activation exports.
 
-Synopsis (as build.sh calls it)::
+Synopsis (by hand; in a build, ``megabuild env`` makes the same edit in process)::
 
     CMAKE_ARGS="$(python -m megabuild cmake-args add-find-root "$SRC_DIR")"
 
@@ -110,7 +110,7 @@ def register(groups: Any) -> None:
     group = groups.add_parser(
         "cmake-args",
         help="edit the CMAKE_ARGS of conda-forge's compiler activation",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\nWhy:")[0],
     )
     sub = group.add_subparsers(dest="cmake_args_command", metavar="<subcommand>", required=True)
     p = sub.add_parser(

@@ -139,7 +139,7 @@ PLATFORMS = (
         blas_impls=("mkl",),
     ),
 )  # fmt: skip
-"""Every platform the feedstock builds (design notes, section 5)."""
+"""Every platform the feedstock builds, with its facts."""
 
 
 def platform(subdir: str) -> PlatformFacts:

@@ -4,7 +4,7 @@ A table lies between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``
 renders every such block again (``python scripts/update_doc_tables.py`` writes the doc, and
 ``tests/test_docs.py`` keeps it equal). The pipeline table reads
 :data:`megabuild.pipeline.description.PIPELINE` through its public names (``Phase``, ``Step``,
-``When``); the split tables read ``recipe/split_spec.json`` as the split does.
+``When``); the split-outputs table reads ``recipe/split_spec.json`` as the split does.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ ARCHITECTURE = REPO / "docs" / "architecture.md"
 SPLIT_SPEC = RECIPE / "split_spec.json"
 END = "<!-- end generated -->"
 _BLOCK = re.compile(r"^<!-- generated: ([a-z-]+) -->\n(.*?)^" + re.escape(END) + r"$", re.M | re.S)
-EVERY_PLATFORM = "every platform"
 
 
 class DocTableError(FeedstockError):
@@ -78,42 +77,11 @@ def split_outputs_table(spec: Mapping[str, Any]) -> list[str]:
     return _table(("output", "variants", "what it holds"), rows)
 
 
-def split_rules_table(spec: Mapping[str, Any]) -> list[str]:
-    """The rules per output (the spec's order) and platform set (every platform first): each
-    pattern, with its ``required`` unless that is ``never`` (the spec's default)."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for rule in spec.get("rules", []):
-        where = ", ".join(rule.get("platforms", [])) or EVERY_PLATFORM
-        required = rule.get("required", "never")
-        text = f"`{rule['pattern']}`" + ("" if required == "never" else f" ({required})")
-        groups.setdefault((rule["output"], where), []).append(text)
-    order = list(spec.get("outputs", {}))
-
-    def key(group: tuple[str, str]) -> tuple[int, bool]:
-        output, where = group
-        return (order.index(output) if output in order else len(order), where != EVERY_PLATFORM)
-
-    rows = [(f"`{out}`", where, "; ".join(groups[out, where])) for out, where in sorted(groups, key=key)]
-    return _table(("output", "platforms", "patterns (required: always, cuda or cpu; no mark: never)"), rows)
-
-
-def install_roots_table(spec: Mapping[str, Any]) -> list[str]:
-    """Per platform family, the ordered ``{pattern, dest}`` list ``split install`` places files by."""
-    rows = [
-        (family, f"`{entry['pattern']}`", f"`{entry['dest']}`", entry.get("note", ""))
-        for family, entries in spec.get("install_roots", {}).items()
-        for entry in entries
-    ]
-    return _table(("platform family", "pattern", "installed under", "why"), rows)
-
-
 def tables() -> dict[str, Callable[[], list[str]]]:
     """Every table a doc can hold, by the name its block gives."""
     return {
         "pipeline": pipeline_table,
         "split-outputs": lambda: split_outputs_table(load_split_spec()),
-        "split-rules": lambda: split_rules_table(load_split_spec()),
-        "install-roots": lambda: install_roots_table(load_split_spec()),
     }
 
 

@@ -73,7 +73,7 @@ def _arch_list(args: argparse.Namespace, target: str) -> str | None:
         return str(args.cuda_arch_list)
     if not args.cuda_version or args.cuda_version == "None":
         return None
-    try:  # the recipe's one list (megabuild.buildenv, issue 31)
+    try:  # the recipe's one list (megabuild.buildenv)
         lists = importlib.import_module("megabuild.buildenv")
     except ImportError:
         raise MegabuildError("megabuild.buildenv is not available: pass --cuda-arch-list") from None

@@ -31,6 +31,8 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("env", help="print the build environment for build.sh / bld.bat")
+    parser = subparsers.add_parser(
+        "env", help="print the build environment for build.sh / bld.bat", description=__doc__
+    )
     parser.add_argument("--shell", required=True, choices=SHELLS, help="sh: export K='V'; cmd: set \"K=V\"")
     parser.set_defaults(handler=_env)

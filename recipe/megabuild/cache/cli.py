@@ -1,6 +1,6 @@
 """``megabuild cache ...``: inspect and edit ``build/CMakeCache.txt`` between builds.
 
-Synopsis (as build scripts call it)::
+Synopsis (by hand; the build's steps call the same functions in process)::
 
     python -m megabuild cache save CACHE [--force]
     python -m megabuild cache restore CACHE [--swap-python-from X.Y --to X.Y[.Z]] [--prefix DIR]

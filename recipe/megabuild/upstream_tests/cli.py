@@ -84,7 +84,7 @@ def register(groups: Any) -> None:
     group = groups.add_parser(
         "upstream-tests",
         help="the upstream tests of the pytorch output's test section",
-        description=__doc__.splitlines()[0],
+        description=__doc__,
     )
     sub = group.add_subparsers(dest="upstream_tests_command", metavar="<subcommand>", required=True)
     run = sub.add_parser("run", help="run the upstream tests for this Python (prints the command first)")
