@@ -325,3 +325,18 @@ def test_the_templates_hold_the_placeholder_once() -> None:
     for name in ("libtorch_deactivate.sh", "libtorch_deactivate.bat"):
         assert PLACEHOLDER not in (TEMPLATES / name).read_text(), name
     assert os.path.commonpath([TEMPLATES, RECIPE]) == str(RECIPE), "conda-build sees recipe/ only"
+
+
+@pytest.mark.parametrize("script", ["install_libtorch.sh", "install_libtorch.bat"])
+def test_conda_builds_scanner_sees_the_keys(script: str) -> None:
+    """The same as above with conda-build's own scanner (cross-check: needs conda-build)."""
+    from support.cross_checks import import_tool
+
+    variants = import_tool("conda_build.variants")
+    keys = ["cuda_compiler_version", "blas_impl"]
+    scan = (
+        variants.find_used_variables_in_batch_script
+        if script.endswith(".bat")
+        else variants.find_used_variables_in_shell_script
+    )
+    assert set(scan(keys, RECIPE / script)) == set(keys)
