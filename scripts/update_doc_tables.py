@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Render the generated tables of docs/architecture.md from the code and data they describe.
+"""Render the generated tables of docs/architecture.md and docs/packages.md from the code and data
+they describe.
 
     python scripts/update_doc_tables.py [--check]
 
 Every block between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` is rendered again
-(scripts/feedstock/doc_tables.py). ``--check`` writes nothing and exits 1 if the doc is stale.
+(scripts/feedstock/doc_tables.py). ``--check`` writes nothing and exits 1 if a doc is stale.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from feedstock.paths import RECIPE
 
 sys.path.insert(0, str(RECIPE))  # megabuild lives in recipe/ (all conda-build sees)
 
-from feedstock.doc_tables import ARCHITECTURE, refresh
+from feedstock.doc_tables import DOCS, refresh
 
 PROG = "update_doc_tables"
 
@@ -34,17 +35,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the doc is stale")
     ns = p.parse_args(argv)
-    text = ARCHITECTURE.read_text(encoding="utf-8")
-    fresh = refresh(text)
-    if fresh == text:
-        print(f"{ARCHITECTURE.name}: the generated tables are up to date")
-        return 0
-    if ns.check:
-        raise StaleDoc(f"{ARCHITECTURE.name}: generated tables are stale; run python scripts/{PROG}.py")
-    tmp = ARCHITECTURE.with_name(f".{ARCHITECTURE.name}.tmp")
-    tmp.write_text(fresh, encoding="utf-8")
-    tmp.replace(ARCHITECTURE)
-    print(f"{ARCHITECTURE.name}: generated tables rewritten")
+    stale = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        fresh = refresh(text, f"docs/{doc.name}")
+        if fresh == text:
+            print(f"{doc.name}: the generated tables are up to date")
+            continue
+        if ns.check:
+            stale.append(doc.name)
+            continue
+        tmp = doc.with_name(f".{doc.name}.tmp")
+        tmp.write_text(fresh, encoding="utf-8")
+        tmp.replace(doc)
+        print(f"{doc.name}: generated tables rewritten")
+    if stale:
+        raise StaleDoc(f"{', '.join(stale)}: generated tables are stale; run python scripts/{PROG}.py")
     return 0
 
 

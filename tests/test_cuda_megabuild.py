@@ -7,6 +7,10 @@ both linalg variants, and sccache on a cache dir of its own. A second run builds
 recipe whose CUDA 13.0 linux-64 architecture list lacks its first entry, with the same sccache
 dir: its package holds what that list asks for, and its ``.cu`` compiles hit the cache.
 
+The libtorch package's activation exports the recipe's list as ``CF_TORCH_CUDA_ARCH_LIST`` in its
+activated test env, and a downstream CUDA extension built there with
+``TORCH_CUDA_ARCH_LIST="${CF_TORCH_CUDA_ARCH_LIST}"`` holds device code for exactly that list.
+
 Without the toolchain (``.ci/provision-cuda-toolchain.sh``) every test skips with one line; in CI
 (``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``) they fail instead.
 """
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from feedstock.paths import RECIPE
+from feedstock.paths import RECIPE, TESTS
 from feedstock.telemetry import load_build, summarize
 from harness import channel
 from harness.conda_build import RunResult, run_config
@@ -356,3 +360,56 @@ def test_the_libtorch_cmake_test_fails_without_a_cuda_compiler(run: RunResult) -
     assert "No CMAKE_CUDA_COMPILER could be found" in result.output or "Could NOT find CUDAToolkit" in (
         result.output
     ), result.output[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# CF_TORCH_CUDA_ARCH_LIST: the libtorch package's activation, used by a downstream extension build
+# ------------------------------------------------------------------------------------------------
+
+ARCH_VARIABLE = "CF_TORCH_CUDA_ARCH_LIST"
+EXTENSION = TESTS / "projects" / "cuda_extension"
+PUBLIC_CUDA_CMAKE = TESTS / "fixture" / "minitorch" / "cmake" / "public" / "cuda.cmake"
+# what a downstream recipe's build script does with the variable
+EXTENSION_BUILD = (
+    'export TORCH_CUDA_ARCH_LIST="${CF_TORCH_CUDA_ARCH_LIST}"; '
+    f"cmake -S {EXTENSION} -B ext_build -GNinja -DTORCH_PUBLIC_CUDA_CMAKE={PUBLIC_CUDA_CMAKE} $CMAKE_ARGS && "
+    "cmake --build ext_build"
+)
+
+
+@pytest.fixture(scope="module")
+def libtorch_env(run: RunResult, toolchain: Toolchain) -> RecipeTestEnv:
+    return _test_env(run, _rendered(run, LIBTORCH), toolchain, "libtorch-activated")
+
+
+def test_the_libtorch_package_holds_activation_scripts_with_the_recipe_list(
+    run: RunResult, recipe_list: str
+) -> None:
+    root = _package(run, LIBTORCH)
+    activate = root / "etc/conda/activate.d/libtorch_activate.sh"
+    assert f"{ARCH_VARIABLE}='{recipe_list}'" in activate.read_text()
+    assert (root / "etc/conda/deactivate.d/libtorch_deactivate.sh").is_file()
+
+
+def test_the_activated_test_env_exports_the_recipe_list(
+    libtorch_env: RecipeTestEnv, recipe_list: str
+) -> None:
+    assert libtorch_env.env[ARCH_VARIABLE] == recipe_list
+
+
+def test_a_downstream_extension_builds_for_the_recipe_list(
+    libtorch_env: RecipeTestEnv, toolchain: Toolchain, recipe_list: str
+) -> None:
+    (result,) = run_commands(libtorch_env, [EXTENSION_BUILD])
+    assert result.returncode == 0, result.output[-3000:]
+    library = libtorch_env.test_dir / "ext_build" / "libcf_arch_extension.so"
+    assert device_code(toolchain.cuobjdump, library) == expected_device_code(recipe_list)
+
+
+def test_without_the_activation_the_extension_build_has_no_list(libtorch_env: RecipeTestEnv) -> None:
+    """The naive flow: an env whose libtorch exported nothing leaves the extension without a list."""
+    env = {k: v for k, v in libtorch_env.env.items() if not k.startswith(ARCH_VARIABLE)}
+    bare = RecipeTestEnv(libtorch_env.prefix, libtorch_env.test_dir, env, libtorch_env.dists)
+    (result,) = run_commands(bare, [EXTENSION_BUILD.replace("ext_build", "ext_build_bare")])
+    assert result.returncode != 0
+    assert "TORCH_CUDA_ARCH_LIST is empty" in result.output, result.output[-3000:]

@@ -89,10 +89,14 @@ def test_the_top_level_record_is_the_megabuild_python(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("script", ["install_libtorch.sh", "install_linalg.sh", "install_libtorch.bat"])
 def test_each_install_script_is_one_pipeline_call(script: str) -> None:
-    """The install outputs' scripts call ``megabuild build <PKG_NAME>`` once and nothing else."""
-    setup = ("#", "@REM", "@echo", "set ", "if errorlevel")
+    """The install outputs' scripts call ``megabuild build <PKG_NAME>`` once and nothing else but
+    (libtorch) ``megabuild activation-scripts``; ``echo`` lines name the variant keys it reads."""
+    setup = ("#", "@REM", "@echo", "echo ", "set ", "if errorlevel")
     text = (RECIPE / script).read_text()
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(setup)]
+    activation = [line for line in lines if "-m megabuild activation-scripts --prefix" in line]
+    assert len(activation) == (1 if script.startswith("install_libtorch") else 0), lines
+    lines = [line for line in lines if line not in activation]
     assert len(lines) == 1 and re.search(r"-m megabuild build (\"\$PKG_NAME\"|%PKG_NAME%)$", lines[0]), lines
 
 

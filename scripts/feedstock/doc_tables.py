@@ -1,10 +1,12 @@
-"""The tables of docs/architecture.md that describe code or data, rendered from that code and data.
+"""The tables of docs/architecture.md and docs/packages.md that describe code or data, rendered from
+that code and data.
 
 A table lies between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``; :func:`refresh`
-renders every such block again (``python scripts/update_doc_tables.py`` writes the doc, and
-``tests/test_docs.py`` keeps it equal). The pipeline table reads
+renders every such block again (``python scripts/update_doc_tables.py`` writes the docs of
+:data:`DOCS`, and ``tests/test_docs.py`` keeps them equal). The pipeline table reads
 :data:`megabuild.pipeline.description.PIPELINE` through its public names (``Phase``, ``Step``,
-``When``); the split-outputs table reads ``recipe/split_spec.json`` as the split does.
+``When``); the split-outputs table reads ``recipe/split_spec.json`` as the split does; the
+conda-forge table (packages.md) is :func:`feedstock.parity.rows`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from typing import Any
 
 from megabuild.pipeline.description import PIPELINE, Step
 
+from feedstock import parity
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE, REPO
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
+PACKAGES = REPO / "docs" / "packages.md"
+DOCS = (ARCHITECTURE, PACKAGES)
+"""The docs that hold generated tables."""
 SPLIT_SPEC = RECIPE / "split_spec.json"
 END = "<!-- end generated -->"
 _BLOCK = re.compile(r"^<!-- generated: ([a-z-]+) -->\n(.*?)^" + re.escape(END) + r"$", re.M | re.S)
@@ -77,11 +83,18 @@ def split_outputs_table(spec: Mapping[str, Any]) -> list[str]:
     return _table(("output", "variants", "what it holds"), rows)
 
 
+def conda_forge_table() -> list[str]:
+    """What changes for users of conda-forge's pytorch packages (:mod:`feedstock.parity`)."""
+    header = ("what", f"conda-forge ({parity.CONDA_FORGE_COMMIT})", "this feedstock", "why")
+    return _table(header, parity.rows())
+
+
 def tables() -> dict[str, Callable[[], list[str]]]:
     """Every table a doc can hold, by the name its block gives."""
     return {
         "pipeline": pipeline_table,
         "split-outputs": lambda: split_outputs_table(load_split_spec()),
+        "conda-forge-changes": conda_forge_table,
     }
 
 

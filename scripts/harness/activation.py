@@ -20,12 +20,19 @@ compiler packages then set ``CMAKE_ARGS``, ``CFLAGS`` & co. Reproduced here from
 
 The harness uses :func:`activation_env` for its linux-64 runs; :func:`cmake_args` also gives the
 other platforms' shapes for unit tests.
+
+:func:`run_activation_scripts` is what ``conda activate`` / ``conda deactivate`` do with the
+packages' own scripts (conda's ``activate.py``, ``_get_activate_scripts``): source every
+``$CONDA_PREFIX/etc/conda/activate.d/*.sh`` in sorted order (deactivation: ``deactivate.d/*.sh``,
+reverse sorted) in the activating shell, with ``CONDA_PREFIX`` set.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 TRIPLETS = {
@@ -224,3 +231,36 @@ def install_binutils(build_prefix: Path, target_platform: str) -> list[str]:
             link.unlink()
         link.symlink_to(os.path.realpath(found))
     return missing
+
+
+# what a shell sets by itself; not an effect of the scripts
+_SHELL_OWN = ("PWD", "OLDPWD", "SHLVL", "_")
+
+
+def run_activation_scripts(
+    prefix: Path, env: Mapping[str, str], *, deactivate: bool = False, shell: str = "bash"
+) -> dict[str, str]:
+    """``env`` after ``shell`` (``bash``, ``dash``, ``zsh``: conda's posix activator) sourced the
+    env's ``activate.d`` (or ``deactivate.d``) ``*.sh`` scripts as conda does. ``CONDA_PREFIX`` is
+    set while they run, stays set after an activation and is removed by a deactivation; a script
+    that fails raises."""
+    kind = "deactivate" if deactivate else "activate"
+    folder = prefix / "etc" / "conda" / f"{kind}.d"
+    scripts = sorted((str(p) for p in folder.glob("*.sh")), reverse=deactivate) if folder.is_dir() else []
+    run_env = {**env, "CONDA_PREFIX": str(prefix)}
+    # set -u: a script must not rely on an unset variable expanding to nothing
+    program = 'set -eu; for script in "$@"; do . "$script"; done; env -0'
+    proc = subprocess.run(
+        [shell, "-c", program, shell, *scripts], env=run_env, capture_output=True, timeout=60, check=False
+    )
+    if proc.returncode != 0:
+        error = proc.stderr.decode(errors="replace")
+        raise RuntimeError(f"{kind} scripts {scripts} failed in {shell}: {error}")
+    after = dict(item.split("=", 1) for item in proc.stdout.decode().split("\0") if "=" in item)
+    for name in _SHELL_OWN:
+        after.pop(name, None)
+        if name in run_env:
+            after[name] = run_env[name]
+    if deactivate:  # conda unsets it after the scripts (a stacked env's comes back: not modelled)
+        after.pop("CONDA_PREFIX", None)
+    return after

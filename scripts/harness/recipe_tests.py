@@ -3,14 +3,15 @@ from the run's channel.
 
 conda-build makes one test env (``PREFIX`` is it; ``BUILD_PREFIX`` too) holding the package, its
 run dependencies and the test requirements, activates it (the compilers' and nvcc's activation
-scripts among the requirements run), copies the test ``files`` into a test dir and runs each
-command there with ``bash -e``. Here the package and its run dependencies come from the channel
-(py-rattler), the compiler requirements are the caller's compilers on ``PATH`` with the
-activation's variables (``harness.activation``), and ``cuda-nvcc_linux-64`` is the real CUDA 13.0
-toolchain laid out by :mod:`harness.cuda_toolchain` when there is one. Other test requirements
-(``cuda-nvrtc-dev``, ``nvtx-c``, ``pytest``, ...) are not installed; the caller decides which
-commands it runs. The test dir and each command are ``feedstock.test_commands``' (the runner the
-rehearsal on real binaries uses too).
+scripts among the requirements run, then the installed packages' ``etc/conda/activate.d``
+scripts), copies the test ``files`` into a test dir and runs each command there with ``bash -e``.
+Here the package and its run dependencies come from the channel (py-rattler), the compiler
+requirements are the caller's compilers on ``PATH`` with the activation's variables
+(``harness.activation``, which also sources the packages' activation scripts), and
+``cuda-nvcc_linux-64`` is the real CUDA 13.0 toolchain laid out by :mod:`harness.cuda_toolchain`
+when there is one. Other test requirements (``cuda-nvrtc-dev``, ``nvtx-c``, ``pytest``, ...) are not
+installed; the caller decides which commands it runs. The test dir and each command are
+``feedstock.test_commands``' (the runner the rehearsal on real binaries uses too).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def make_test_env(
     if wants_nvcc and toolchain is not None:
         cxx = shutil.which("c++") or "c++"
         env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=prefix, cxx=cxx))
+    # conda-build's test script activates the test env: the installed packages' activate.d scripts
+    env = activation.run_activation_scripts(prefix, env)
     return RecipeTestEnv(prefix, test_dir, env, dists)
 
 

@@ -11,7 +11,9 @@ on the output or the Python being built.
   resolved once from conda-build's environment;
 - :mod:`megabuild.buildenv.cuda`: architectures and nvcc flags per CUDA version and platform;
 - :mod:`megabuild.buildenv.environment`: the whole environment;
-- :mod:`megabuild.buildenv.shell`: ``export K='V'`` (sh) and ``set "K=V"`` (cmd) lines.
+- :mod:`megabuild.buildenv.shell`: ``export K='V'`` (sh) and ``set "K=V"`` (cmd) lines;
+- :mod:`megabuild.buildenv.activation`: the CUDA libtorch's activation scripts, which export the
+  same architecture list as ``CF_TORCH_CUDA_ARCH_LIST``.
 """
 
 from __future__ import annotations

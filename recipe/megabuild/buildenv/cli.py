@@ -1,4 +1,5 @@
-"""``megabuild env --shell sh|cmd``: the build environment as lines the build script applies.
+"""``megabuild env --shell sh|cmd``: the build environment as lines the build script applies;
+``megabuild activation-scripts --prefix PREFIX``: the CUDA libtorch's activation scripts.
 
 Synopsis (build.sh, bld.bat)::
 
@@ -9,6 +10,10 @@ Reads the target (``target_platform``, ``build_platform``, ``cuda_compiler_versi
 ``blas_impl``, ``CPU_COUNT``, ``CI``) and the locations (``PREFIX``, ``BUILD_PREFIX``, ``SRC_DIR``,
 ``PKG_VERSION``, ``CMAKE_ARGS``, ...) from the environment. An unknown platform, CUDA version or
 BLAS is one error line and exit status 1, and nothing is printed on stdout.
+
+``activation-scripts`` (install_libtorch.sh / .bat) reads the same target and writes
+``etc/conda/{activate,deactivate}.d/libtorch_*`` into PREFIX for a CUDA target, nothing for a CPU
+one (:mod:`megabuild.buildenv.activation`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+from megabuild.buildenv.activation import install_activation_scripts
 from megabuild.buildenv.environment import build_environment
 from megabuild.buildenv.shell import SHELLS, render
 from megabuild.buildenv.target import locations_from_environment, target_from_environment
@@ -30,9 +37,21 @@ def _env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _activation_scripts(args: argparse.Namespace) -> int:
+    target = target_from_environment(os.environ)
+    for path in install_activation_scripts(target, Path(args.prefix)):
+        print(f"activation-scripts: wrote {path}")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "env", help="print the build environment for build.sh / bld.bat", description=__doc__
     )
     parser.add_argument("--shell", required=True, choices=SHELLS, help="sh: export K='V'; cmd: set \"K=V\"")
     parser.set_defaults(handler=_env)
+    scripts = subparsers.add_parser(
+        "activation-scripts", help="write the CUDA libtorch's activation scripts (CF_TORCH_CUDA_ARCH_LIST)"
+    )
+    scripts.add_argument("--prefix", required=True, help="the libtorch output's PREFIX")
+    scripts.set_defaults(handler=_activation_scripts)

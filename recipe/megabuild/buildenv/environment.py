@@ -80,7 +80,9 @@ def _cuda_switches(target: BuildTarget, version: str) -> dict[str, str]:
         "USE_STATIC_NCCL": "0",
         "USE_STATIC_CUDNN": "0",
         "USE_SYSTEM_NVTX": "1",
-        "USE_CUFILE": "0",
+        # GPUDirect Storage (torch.cuda.gds): libcufile exists on Linux only, as conda-forge's
+        # libcufile-dev; conda-forge's pytorch and upstream's Linux CUDA wheels build with it
+        "USE_CUFILE": "0" if target.is_windows else "1",
         "CUDA_VERSION": version,
         # Linux: the whole tree builds without MAGMA, only libtorch_cuda_linalg is built a second
         # time with it (the top level's magma relink step). Windows has no lazy linalg library
