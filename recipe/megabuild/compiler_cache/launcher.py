@@ -16,25 +16,37 @@ from pathlib import Path
 from megabuild.compiler_cache import ACTIVE
 
 LANGUAGES = ("C", "CXX", "CUDA")
+# sccache 0.16's exit status when it fails itself ("sccache: encountered fatal error", e.g. its
+# local dir broke after the server started); a compile error exits with the compiler's status.
+# A compiler that exits with this status itself only runs twice.
+SCCACHE_FAILED = 254
 
 _SH = f"""#!/bin/sh
 # CMake's compiler launcher in every build step of this work dir (megabuild.compiler_cache):
-# sccache where the step's cache server is up, the compiler itself everywhere else.
+# sccache where the step's cache server is up, the compiler itself everywhere else, and again
+# where sccache itself failed ({SCCACHE_FAILED}: a cache that broke during the step).
 if [ -n "${{{ACTIVE}:-}}" ]; then
-    exec "${ACTIVE}" "$@"
+    "${ACTIVE}" "$@"
+    status=$?
+    if [ "$status" -ne {SCCACHE_FAILED} ]; then
+        exit "$status"
+    fi
 fi
 exec "$@"
 """
 
 _PY = f"""# CMake's compiler launcher in every build step of this work dir (megabuild.compiler_cache):
-# sccache where the step's cache server is up, the compiler itself everywhere else.
+# sccache where the step's cache server is up, the compiler itself everywhere else, and again
+# where sccache itself failed ({SCCACHE_FAILED}: a cache that broke during the step).
 import os
 import subprocess
 import sys
 
 sccache = os.environ.get("{ACTIVE}")
-command = ([sccache] if sccache else []) + sys.argv[1:]
-sys.exit(subprocess.run(command).returncode)
+status = subprocess.run([sccache, *sys.argv[1:]]).returncode if sccache else {SCCACHE_FAILED}
+if status == {SCCACHE_FAILED}:
+    status = subprocess.run(sys.argv[1:]).returncode
+sys.exit(status)
 """
 
 

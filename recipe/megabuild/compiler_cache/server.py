@@ -8,6 +8,7 @@ on Windows), and ends it by its PID if it does not come up.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -40,10 +41,8 @@ class Server:
 
     def stop(self) -> None:
         """Stop it (its statistics, which name the store, are not printed), and clean up."""
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run([self.sccache, "--stop-server"], env=self.env, capture_output=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         _end(self.process)
         uds = self.env.get("SCCACHE_SERVER_UDS")
         for leftover in (Path(uds) if uds else None, self.log):
