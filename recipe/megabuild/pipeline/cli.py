@@ -15,14 +15,19 @@ Everything else comes from conda-build's environment (``PKG_NAME``, ``PY_VER``, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from megabuild.compiler_cache import session as compiler_cache
 from megabuild.errors import MegabuildError
 from megabuild.pipeline import forwarded_env, options, skbuild_state, steps
 from megabuild.pipeline.description import Phase
+
+COMPILING = (Phase.TOP_LEVEL, Phase.PYTORCH)
 
 
 def _phase(args: argparse.Namespace) -> int:
@@ -31,7 +36,11 @@ def _phase(args: argparse.Namespace) -> int:
     opts = options.from_environment()
     if opts.pkg_name != phase.output:
         raise MegabuildError(f"this step builds {phase.output}, but PKG_NAME is {opts.pkg_name!r}")
-    steps.run(opts, os.environ, phase, full_wheel=getattr(args, "full_wheel", False))
+    # the phases that compile run inside the build's compiler cache, when it has one
+    cache = compiler_cache.session(os.environ, opts.work) if phase in COMPILING else nullcontext(False)
+    with cache as cached:
+        opts = dataclasses.replace(opts, compiler_cache=cached)
+        steps.run(opts, os.environ, phase, full_wheel=getattr(args, "full_wheel", False))
     return 0
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild import compiler_cache
 from megabuild.errors import MegabuildError
 from megabuild.model import LinalgVariant
 from megabuild.pipeline.description import Target
@@ -120,6 +121,6 @@ def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
         cuda=cuda,
         magma_home=Path(magma_home) if cuda and magma_home else None,
         telemetry_dir=Path(env.get("FEEDSTOCK_BUILD_TELEMETRY") or src_dir / "_megabuild" / "telemetry"),
-        compiler_cache=Path(env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")).stem == "sccache",  # or sccache.exe
+        compiler_cache=bool(env.get(compiler_cache.ACTIVE)),  # this step's sccache server is up
         linalg_variant=_linalg_variant(env),
     )
