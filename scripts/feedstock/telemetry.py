@@ -22,24 +22,26 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from feedstock.errors import FeedstockError
+from feedstock.paths import RECIPE
+
+# megabuild (recipe/, standard library only) holds how an output names its target, for the
+# build's own rebuild check and this report alike
+if str(RECIPE) not in sys.path:
+    sys.path.append(str(RECIPE))
+from megabuild.ninja_tool import edge_kind, edge_target
 
 PASSES_FILE = "passes.jsonl"
 # Where build.sh's telemetry lies under the dirs a user may point at.
 TELEMETRY_SUBDIRS = (".", "_megabuild/telemetry", "work/_megabuild/telemetry")
 SLOWEST = 20
 
-_OBJ = re.compile(r"CMakeFiles/(?P<target>[^/]+)\.dir/")
-_LIB = re.compile(r"(?:^|/)lib(?P<target>[A-Za-z0-9_]+)\.(?:so|dylib|a)(?:\.[0-9.]+)?$")
-_EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
-# a Python extension module named with its SOABI (torch._C, a CMake target since 2.14)
-_EXT = re.compile(r"(?:^|/)(?P<target>[A-Za-z0-9_]+)\.(?:cpython-|cp)\d+[-A-Za-z0-9_]*\.(?:so|pyd)$")
-_COMPILE_SUFFIXES = (".o", ".obj")
 # CMake names a CUDA source's object <file>.cu.o: nvcc compiles, counted apart from C++ ones
 _CUDA_COMPILE_SUFFIXES = (".cu.o", ".cu.obj")
 
@@ -130,20 +132,6 @@ class Build:
     def start(self) -> float | None:
         starts = [p.start for p in self.passes if p.start is not None]
         return min(starts) if starts else None
-
-
-def edge_kind(output: str) -> str:
-    if output.endswith(_COMPILE_SUFFIXES):
-        return "compile"
-    if _LIB.search(output) or _EXE.match(output) or _EXT.search(output):
-        return "link"
-    return "other"
-
-
-def edge_target(output: str) -> str:
-    """The CMake target an output belongs to (``torch_cpu``); the output itself otherwise."""
-    m = _OBJ.search(output) or _LIB.search(output) or _EXE.match(output) or _EXT.search(output)
-    return m["target"] if m else output
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -22,6 +22,7 @@ from megabuild.model import LIBTORCH, LINALG, LinalgVariant
 from megabuild.pipeline import (
     forwarded_env,
     frontend,
+    rebuild_guard,
     skbuild_state,
     telemetry,
     top_level_record,
@@ -98,9 +99,17 @@ class RealBuild:
             excludes = wheel_settings.project_excludes(opts.src_dir) + wheel_settings.libtorch_excludes(
                 self.spec
             )
-        settings = wheel_settings.config_settings(opts.sp_dir, excludes)
+        if step.wheel is Wheel.FULL:
+            six_dir = wheel_settings.share_six(opts.sp_dir, opts.six_dir)
+        else:
+            six_dir = wheel_settings.shared_six(opts.six_dir)
+        settings = wheel_settings.config_settings(six_dir, excludes)
         name = LIBTORCH if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
-        with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache):
+        with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache) as record:
+            if step.wheel is Wheel.PYTHON_ONLY:
+                # what this pass would rebuild outside the Python-dependent targets, before it builds
+                defines = wheel_settings.cmake_defines(settings)
+                record["unexpected_edges"] = rebuild_guard.guard(opts.src_dir, opts.build_dir, defines)
             result = frontend.pip_install(opts.python, opts.src_dir, settings, opts.sp_dir, opts.prefix)
         print(result.line(), flush=True)
 
