@@ -52,6 +52,7 @@ _OWN_REASON = (
 )
 _DIRTY_INPUT = re.compile(r"^(?P<node>.+) is dirty$")
 EXPLAIN = "ninja explain: "
+SKIPPED = "megabuild: warning: rebuild check skipped (the build goes on): "
 
 
 class GuardError(Exception):
@@ -211,7 +212,7 @@ def guard(
     try:
         edges = plan(source_dir, build_dir, defines, os.environ if env is None else env)
     except (GuardError, MegabuildError, OSError, ValueError) as exc:
-        _warn(f"rebuild check skipped (the build goes on): {exc}")
+        print(f"{SKIPPED}{exc}", flush=True)
         return None
     unexpected = [e for e in edges if not e.expected]
     print(

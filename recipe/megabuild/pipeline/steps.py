@@ -92,7 +92,9 @@ class RealBuild:
         path = top_level_record.write(self.opts.work, record)
         print(f"top level: built with Python {record.python} (recorded in {path.name} for every output)")
 
-    def pip_install(self, step: Step) -> None:
+    def config_settings(self, step: Step) -> list[str]:
+        """The ``-C`` settings of this pass: the same for every Python (the six dir is the top
+        level's copy; ``wheel.exclude`` comes from the project and the split spec)."""
         opts = self.opts
         excludes = None
         if step.wheel is Wheel.PYTHON_ONLY and not self.full_wheel:
@@ -103,7 +105,11 @@ class RealBuild:
             six_dir = wheel_settings.share_six(opts.sp_dir, opts.six_dir)
         else:
             six_dir = wheel_settings.shared_six(opts.six_dir)
-        settings = wheel_settings.config_settings(six_dir, excludes)
+        return wheel_settings.config_settings(six_dir, excludes)
+
+    def pip_install(self, step: Step) -> None:
+        opts = self.opts
+        settings = self.config_settings(step)
         name = LIBTORCH if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
         with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache) as record:
             if step.wheel is Wheel.PYTHON_ONLY:
