@@ -391,7 +391,8 @@ def test_nnpack_codegen_and_libtorch_cpu_link_run_once(run: RunResult) -> None:
     top = ("libtorch-split", MEGABUILD_PYTHON)
     assert len(codegen.pop(top)) == 2 and links.pop(top) == 1, (codegen, links)
     assert not any(codegen.values()) and not any(links.values()), (codegen, links)
-    records = [json.loads(line) for line in (run.src_dir / "_megabuild/telemetry/passes.jsonl").open()]
+    passes = (run.src_dir / "_megabuild/telemetry/passes.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in passes]
     checked = {r["pass"]: r["unexpected_edges"] for r in records if r["pass"].startswith("python")}
     assert checked == {f"python{py}": 0 for py in run.pythons}, checked
     for py in run.pythons:
