@@ -81,7 +81,7 @@ def telemetry(tmp_path: Path) -> Path:
         {"pass": "libtorch", "start": 1000.0, "end": 1012.0, "ninja_log": "libtorch.ninja_log",
          "cache": "libtorch.sccache.json"},
         {"pass": "python3.11", "start": 1020.0, "end": 1022.5, "ninja_log": "python3.11.ninja_log",
-         "cache": "python3.11.sccache.json"},
+         "cache": "python3.11.sccache.json", "unexpected_edges": 3},
     ]  # fmt: skip
     (tdir / "passes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return tdir
@@ -178,7 +178,7 @@ def test_cli_writes_report_and_png(telemetry: Path, tmp_path: Path) -> None:
     proc = _report(str(telemetry.parents[1]), "--title", "cpu-generic")
     assert proc.returncode == 0, proc.stderr
     assert "# Build report: cpu-generic" in proc.stdout
-    assert "| libtorch | 12.0 | 17.0 | 7 | 4 | 1/4 (25.0%) |" in proc.stdout
+    assert "| libtorch | 12.0 | 17.0 | 7 | 4 | - | 1/4 (25.0%) |" in proc.stdout
     assert (telemetry / "report.md").read_text() in proc.stdout
     png = (telemetry / "timeline.png").read_bytes()
     assert png.startswith(b"\x89PNG")
@@ -244,3 +244,19 @@ def test_report_shows_the_cache_backend_hits_misses_and_time_saved(telemetry: Pa
     assert "| **total** | 2 | 3 | 40.0% | 4.0 s | 0 |" in text
     overview = overview_markdown([("cfg", summary)])
     assert f"| cfg | {LOCATION} | 2 | 3 | 4.0 s |" in overview
+
+
+def test_report_counts_the_rebuild_checks_edges_per_pass(telemetry: Path) -> None:
+    """The per-Python pass's record carries the rebuild check's count; the top level has none."""
+    report = summarize(load_build(telemetry))
+    assert [p["unexpected_edges"] for p in report["passes"]] == [None, 3]
+    assert report["total"]["unexpected_edges"] == 3
+    markdown = render_markdown(report, "t")
+    assert "| python3.11 | 2.5 | 1.0 | 2 | 1 | **3** | 1/1 (100.0%) |" in markdown, markdown
+    # a record the check could not fill (null) and an old record without the key read alike
+    records = [json.loads(line) for line in (telemetry / "passes.jsonl").read_text().splitlines()]
+    records[1]["unexpected_edges"] = None
+    (telemetry / "passes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = summarize(load_build(telemetry))
+    assert [p["unexpected_edges"] for p in report["passes"]] == [None, None]
+    assert report["total"]["unexpected_edges"] is None

@@ -362,6 +362,44 @@ def test_every_step_forwards_the_same_environment(run: RunResult) -> None:
         assert step_env == top, {k: (top.get(k), step_env.get(k)) for k in set(top) ^ set(step_env)}
 
 
+PIP_LINE = re.compile(r"^\+ \S+ -m pip install \. (?P<args>.*)$", re.M)
+# NNPACK's PeachPy codegen in the fixture (third_party/NNPACK): one edge per kernel source
+NNPACK_CODEGEN = re.compile(r"^confu-deps/NNPACK/src/.+\.py\.c$")
+
+
+def test_every_python_hands_cmake_the_same_settings(run: RunResult) -> None:
+    """The ``-C`` settings of each pytorch output's ``pip install .``: the same for every Python
+    (the six dir is the top level's copy in the work dir, not the pass's site-packages)."""
+    settings = {}
+    for py in run.pythons:
+        (args,) = PIP_LINE.findall(run.step("pytorch", py).log.read_text(errors="replace"))
+        settings[py] = [a for a in args.split() if a.startswith("-C")]
+    first = next(iter(settings.values()))
+    assert all(s == first for s in settings.values()), settings
+    (six,) = [s for s in first if s.startswith("-Ccmake.define.PYTHON_SIX_SOURCE_DIR=")]
+    assert six.endswith(f"={run.src_dir}/_megabuild/python-six"), six
+
+
+def test_nnpack_codegen_and_libtorch_cpu_link_run_once(run: RunResult) -> None:
+    """NNPACK's codegen command line holds the six dir and the interpreter path (the same for every
+    Python: one host prefix), so the top level runs it and links libtorch_cpu, and no Python pass
+    does either; each pass's rebuild check found nothing outside the Python-dependent targets."""
+    ran = {(s.name, s.python): [o for o in s.ninja_ran if not os.path.isabs(o)] for s in run.steps}
+    codegen = {step: [o for o in outs if NNPACK_CODEGEN.match(o)] for step, outs in ran.items()}
+    links = {step: outs.count("lib/libtorch_cpu.so") for step, outs in ran.items()}
+    print(f"\ncodegen: {codegen}\nlibtorch_cpu links: {links}")
+    top = ("libtorch-split", MEGABUILD_PYTHON)
+    assert len(codegen.pop(top)) == 2 and links.pop(top) == 1, (codegen, links)
+    assert not any(codegen.values()) and not any(links.values()), (codegen, links)
+    passes = (run.src_dir / "_megabuild/telemetry/passes.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in passes]
+    checked = {r["pass"]: r["unexpected_edges"] for r in records if r["pass"].startswith("python")}
+    assert checked == {f"python{py}": 0 for py in run.pythons}, checked
+    for py in run.pythons:
+        log = run.step("pytorch", py).log.read_text(errors="replace")
+        assert re.search(r"^rebuild check: this pass will run \d+ edges, 0 outside", log, re.M), py
+
+
 def test_extra_pythons_pack_only_python_dependent_files(run: RunResult) -> None:
     """The top level's wheel holds libtorch; each pytorch output's wheel only torch_python, _C and
     the Python files (libtorch's files are linked to the libtorch package)."""

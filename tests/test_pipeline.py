@@ -145,6 +145,8 @@ def test_a_real_step_failure_is_one_line_naming_the_step(tmp_path: Path) -> None
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "python").symlink_to(sys.executable)
     src.mkdir()
+    (tmp_path / "sp").mkdir()
+    (tmp_path / "sp" / "six.py").write_text("")  # the host env's six, which the top level shares
     env = dict(os.environ, PYTHONPATH=str(RECIPE), PKG_NAME=TOP_LEVEL, SRC_DIR=str(src),
                RECIPE_DIR=str(RECIPE), PREFIX=str(prefix), SP_DIR=str(tmp_path / "sp"), PY_VER="3.12",
                target_platform="linux-64", cuda_compiler_version="None", PIP_NO_INDEX="1")  # fmt: skip

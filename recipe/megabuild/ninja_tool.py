@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -9,6 +10,30 @@ from megabuild.errors import MegabuildError
 
 NINJA_LOG = ".ninja_log"
 NINJA_DEPS = ".ninja_deps"
+
+# How CMake's Ninja generator names outputs: objects under CMakeFiles/<target>.dir/, libraries
+# lib<target>.so/.dylib/.a, executables under bin/.
+_OBJ = re.compile(r"CMakeFiles/(?P<target>[^/]+)\.dir/")
+_LIB = re.compile(r"(?:^|/)lib(?P<target>[A-Za-z0-9_]+)\.(?:so|dylib|a)(?:\.[0-9.]+)?$")
+_EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
+# a Python extension module named with its SOABI (torch._C, a CMake target since 2.14)
+_EXT = re.compile(r"(?:^|/)(?P<target>[A-Za-z0-9_]+)\.(?:cpython-|cp)\d+[-A-Za-z0-9_]*\.(?:so|pyd)$")
+_COMPILE_SUFFIXES = (".o", ".obj")
+
+
+def edge_kind(output: str) -> str:
+    """``compile``, ``link`` or ``other``, from an edge's output."""
+    if output.endswith(_COMPILE_SUFFIXES):
+        return "compile"
+    if _LIB.search(output) or _EXE.match(output) or _EXT.search(output):
+        return "link"
+    return "other"
+
+
+def edge_target(output: str) -> str:
+    """The CMake target an output belongs to (``torch_cpu``); the output itself otherwise."""
+    m = _OBJ.search(output) or _LIB.search(output) or _EXE.match(output) or _EXT.search(output)
+    return m["target"] if m else output
 
 
 def tool(build_dir: Path, *args: str) -> str:

@@ -22,24 +22,26 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from feedstock.errors import FeedstockError
+from feedstock.paths import RECIPE
+
+# megabuild (recipe/, standard library only) holds how an output names its target, for the
+# build's own rebuild check and this report alike
+if str(RECIPE) not in sys.path:
+    sys.path.append(str(RECIPE))
+from megabuild.ninja_tool import edge_kind, edge_target
 
 PASSES_FILE = "passes.jsonl"
 # Where build.sh's telemetry lies under the dirs a user may point at.
 TELEMETRY_SUBDIRS = (".", "_megabuild/telemetry", "work/_megabuild/telemetry")
 SLOWEST = 20
 
-_OBJ = re.compile(r"CMakeFiles/(?P<target>[^/]+)\.dir/")
-_LIB = re.compile(r"(?:^|/)lib(?P<target>[A-Za-z0-9_]+)\.(?:so|dylib|a)(?:\.[0-9.]+)?$")
-_EXE = re.compile(r"^bin/(?P<target>[^/]+)$")
-# a Python extension module named with its SOABI (torch._C, a CMake target since 2.14)
-_EXT = re.compile(r"(?:^|/)(?P<target>[A-Za-z0-9_]+)\.(?:cpython-|cp)\d+[-A-Za-z0-9_]*\.(?:so|pyd)$")
-_COMPILE_SUFFIXES = (".o", ".obj")
 # CMake names a CUDA source's object <file>.cu.o: nvcc compiles, counted apart from C++ ones
 _CUDA_COMPILE_SUFFIXES = (".cu.o", ".cu.obj")
 
@@ -100,6 +102,9 @@ class Pass:
     end: float | None
     edges: list[Edge] = field(default_factory=list)
     cache: CacheStats | None = None
+    # the rebuild check before a per-Python pass: edges it found outside the Python-dependent
+    # targets (None: not a per-Python pass, or the check could not tell)
+    unexpected_edges: int | None = None
 
     @property
     def wall(self) -> float:
@@ -130,20 +135,6 @@ class Build:
     def start(self) -> float | None:
         starts = [p.start for p in self.passes if p.start is not None]
         return min(starts) if starts else None
-
-
-def edge_kind(output: str) -> str:
-    if output.endswith(_COMPILE_SUFFIXES):
-        return "compile"
-    if _LIB.search(output) or _EXE.match(output) or _EXT.search(output):
-        return "link"
-    return "other"
-
-
-def edge_target(output: str) -> str:
-    """The CMake target an output belongs to (``torch_cpu``); the output itself otherwise."""
-    m = _OBJ.search(output) or _LIB.search(output) or _EXE.match(output) or _EXT.search(output)
-    return m["target"] if m else output
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -294,7 +285,9 @@ def _load_passes(telemetry: Path) -> Build:
         cache = None
         if record.get("cache"):
             cache = cache_stats(_read_json(telemetry / str(record["cache"])))
-        passes.append(Pass(name, start, end, edges, cache))
+        unexpected = record.get("unexpected_edges")
+        unexpected = unexpected if isinstance(unexpected, int) and not isinstance(unexpected, bool) else None
+        passes.append(Pass(name, start, end, edges, cache, unexpected))
     if not passes:
         raise TelemetryError(f"{telemetry / PASSES_FILE}: no passes recorded")
     return Build(telemetry, passes)
@@ -347,6 +340,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
                 "edges": len(p.edges),
                 "compiles": p.compiles,
                 "cuda_compiles": p.cuda_compiles,
+                "unexpected_edges": p.unexpected_edges,
                 "cache": None if p.cache is None else _cache_summary(p.cache, build_mean),
                 "targets": [
                     {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
@@ -359,6 +353,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
     hits = sum(p.cache.hits for p in build.passes if p.cache)
     misses = sum(p.cache.misses for p in build.passes if p.cache)
     with_cache = any(p.cache for p in build.passes)
+    checked = [p.unexpected_edges for p in build.passes if p.unexpected_edges is not None]
     saved = [_cache_summary(p.cache, build_mean)["saved_seconds"] for p in build.passes if p.cache]
     backends = sorted({p.cache.backend for p in build.passes if p.cache and p.cache.backend})
     return {
@@ -370,6 +365,7 @@ def summarize(build: Build, slowest: int = SLOWEST) -> dict[str, Any]:
             "edges": sum(len(p.edges) for p in build.passes),
             "compiles": sum(p.compiles for p in build.passes),
             "cuda_compiles": sum(p.cuda_compiles for p in build.passes),
+            "unexpected_edges": sum(checked) if checked else None,
             "cache": {
                 "hits": hits,
                 "misses": misses,
@@ -392,6 +388,11 @@ def _compiles(row: Mapping[str, Any]) -> str:
     """``12``, or ``12 (5 CUDA)`` when nvcc compiled some of them."""
     cuda = row.get("cuda_compiles") or 0
     return f"{row['compiles']} ({cuda} CUDA)" if cuda else str(row["compiles"])
+
+
+def _unexpected(count: object) -> str:
+    """The rebuild check's count; ``-`` where it did not run or could not tell."""
+    return "-" if count is None else f"**{count}**" if count else "0"
 
 
 def _rate(cache: Mapping[str, Any] | None) -> str:
@@ -435,16 +436,18 @@ def render_markdown(summary: Mapping[str, Any], title: str) -> str:
     out = [f"# Build report: {title}", "", f"Source: `{summary['source']}`", ""]
     out += [
         "Wall: the pass as build.sh timed it. Edge seconds: the sum of Ninja's edge durations "
-        "(CPU time of single-threaded compiles and links).",
+        "(CPU time of single-threaded compiles and links). Not Python's: the edges the rebuild check "
+        "found, before a per-Python pass, outside the targets that include Python.h (each one costs "
+        "again for every Python; the build log names them with Ninja's reason).",
         "",
-        "| pass | wall s | edge s | edges | compiles | cache hits |",
-        "|---|---:|---:|---:|---:|---|",
+        "| pass | wall s | edge s | edges | compiles | not Python's | cache hits |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     rows = [*summary["passes"], {"pass": "**total**", **summary["total"]}]
     for p in rows:
         out.append(
             f"| {p['pass']} | {p['wall_seconds']:.1f} | {p['edge_seconds']:.1f} | {p['edges']} "
-            f"| {_compiles(p)} | {_rate(p['cache'])} |"
+            f"| {_compiles(p)} | {_unexpected(p.get('unexpected_edges'))} | {_rate(p['cache'])} |"
         )
     out += cache_section(summary)
     for p in summary["passes"]:

@@ -20,8 +20,12 @@ fixed ``build-dir``):
     ``build/.skbuild-info.json``: adopted for each output's own scikit-build-core, so that the
     backend does not clear the cache; a clearing that happens anyway is an error.
 ``wheel_settings``
-    the ``-C`` settings of each ``pip install .``; for the pytorch outputs, ``wheel.exclude``
-    also keeps libtorch's files (installed from the libtorch package) out of the wheel.
+    the ``-C`` settings of each ``pip install .``, the same for every Python (one six dir for the
+    whole build); for the pytorch outputs, ``wheel.exclude`` also keeps libtorch's files
+    (installed from the libtorch package) out of the wheel.
+``rebuild_guard``
+    before each per-Python pass: every edge it would rebuild outside the Python-dependent
+    targets, with Ninja's reason (a warning, never a failure), counted in the pass's record.
 ``frontend``
     one ``pip install .`` pass, with what it installed and packed measured.
 ``telemetry``

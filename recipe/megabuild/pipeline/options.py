@@ -17,6 +17,7 @@ from megabuild import compiler_cache
 from megabuild.errors import MegabuildError
 from megabuild.model import LinalgVariant
 from megabuild.pipeline.description import Target
+from megabuild.pipeline.wheel_settings import SIX_DIR
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class BuildOptions:
     @property
     def build_state(self) -> Path:
         return self.work / "build-state"
+
+    @property
+    def six_dir(self) -> Path:
+        """NNPACK's six (``PYTHON_SIX_SOURCE_DIR``): one path for every pass (wheel_settings)."""
+        return self.work / SIX_DIR
 
     @property
     def split_spec(self) -> Path:

@@ -22,6 +22,7 @@ from megabuild.model import LIBTORCH, LINALG, LinalgVariant
 from megabuild.pipeline import (
     forwarded_env,
     frontend,
+    rebuild_guard,
     skbuild_state,
     telemetry,
     top_level_record,
@@ -91,16 +92,30 @@ class RealBuild:
         path = top_level_record.write(self.opts.work, record)
         print(f"top level: built with Python {record.python} (recorded in {path.name} for every output)")
 
-    def pip_install(self, step: Step) -> None:
+    def config_settings(self, step: Step) -> list[str]:
+        """The ``-C`` settings of this pass: the same for every Python (the six dir is the top
+        level's copy; ``wheel.exclude`` comes from the project and the split spec)."""
         opts = self.opts
         excludes = None
         if step.wheel is Wheel.PYTHON_ONLY and not self.full_wheel:
             excludes = wheel_settings.project_excludes(opts.src_dir) + wheel_settings.libtorch_excludes(
                 self.spec
             )
-        settings = wheel_settings.config_settings(opts.sp_dir, excludes)
+        if step.wheel is Wheel.FULL:
+            six_dir = wheel_settings.share_six(opts.sp_dir, opts.six_dir)
+        else:
+            six_dir = wheel_settings.shared_six(opts.six_dir)
+        return wheel_settings.config_settings(six_dir, excludes)
+
+    def pip_install(self, step: Step) -> None:
+        opts = self.opts
+        settings = self.config_settings(step)
         name = LIBTORCH if step.wheel is Wheel.FULL else f"python{opts.py_ver}"
-        with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache):
+        with telemetry.build_pass(opts.telemetry_dir, name, opts.build_dir, opts.compiler_cache) as record:
+            if step.wheel is Wheel.PYTHON_ONLY:
+                # what this pass would rebuild outside the Python-dependent targets, before it builds
+                defines = wheel_settings.cmake_defines(settings)
+                record["unexpected_edges"] = rebuild_guard.guard(opts.src_dir, opts.build_dir, defines)
             result = frontend.pip_install(opts.python, opts.src_dir, settings, opts.sp_dir, opts.prefix)
         print(result.line(), flush=True)
 

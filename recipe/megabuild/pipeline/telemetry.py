@@ -1,6 +1,8 @@
 """One record per build pass (top level, magma, each Python) for scripts/build_report.py.
 
-``passes.jsonl`` in the telemetry dir gets ``{"pass", "start", "end", "ninja_log", "cache"}``;
+``passes.jsonl`` in the telemetry dir gets ``{"pass", "start", "end", "ninja_log", "cache",
+"unexpected_edges"}`` (the last: what :mod:`~megabuild.pipeline.rebuild_guard` found for a
+per-Python pass, ``null`` where it did not run or could not tell);
 the pass's copy of ``build/.ninja_log`` and, with the compiler cache on, sccache's counters
 (``<pass>.sccache.json``) lie next to it. A record that cannot be taken or written is one warning
 line: a measurement never fails the build (docs/architecture.md).
@@ -12,7 +14,7 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,7 +58,7 @@ def _cache_stats(telemetry: Path, name: str) -> str | None:
 
 
 def _record(
-    telemetry: Path, name: str, build_dir: Path, compiler_cache: bool, record: dict[str, object]
+    telemetry: Path, name: str, build_dir: Path, compiler_cache: bool, record: MutableMapping[str, object]
 ) -> None:
     ninja_log = build_dir / ".ninja_log"
     if ninja_log.is_file():
@@ -71,14 +73,15 @@ def _record(
 @contextmanager
 def build_pass(
     telemetry: Path, name: str, build_dir: Path, compiler_cache: bool, clock: Callable[[], float] = time.time
-) -> Iterator[None]:
-    """Record the pass run inside the ``with`` block (also when it fails: the log shows how far)."""
+) -> Iterator[MutableMapping[str, object]]:
+    """Record the pass run inside the ``with`` block (also when it fails: the log shows how far);
+    the block may add its own figures to the record it is given."""
     if compiler_cache:
         _sccache("--zero-stats")
     record: dict[str, object] = {"pass": name, "start": clock(), "end": None}
-    record |= {"ninja_log": None, "cache": None}
+    record |= {"ninja_log": None, "cache": None, "unexpected_edges": None}
     try:
-        yield
+        yield record
     finally:
         record["end"] = clock()
         try:
