@@ -71,6 +71,15 @@ def _outputs(config: str) -> tuple[Path, list[RenderedOutput]]:
     return found[0].path, render_config(found[0].path, RECIPE)
 
 
+def _rendered_patches(config: Path, recipe: Path) -> list[Path]:
+    """The patches the config's render selects (``source.patches``, selectors applied), in the
+    recipe's order: what conda-build applies to the source of this config."""
+    from harness.conda_build import render
+
+    _, top, _ = render(config, recipe)
+    return [recipe / str(p) for p in (top.get("source") or {}).get("patches") or []]
+
+
 def _package(out: RenderedOutput, root: Path, files: list[str]) -> Any:
     from harness.packaging import Package
 
@@ -85,8 +94,8 @@ def split(
     report's lines, and the procedure's findings)."""
     from harness.prefix import pick_python
 
-    _config, outputs = _outputs(args.config)
-    patches = sorted((args.recipe / "patches").glob("*.patch"))
+    config, outputs = _outputs(args.config)
+    patches = _rendered_patches(config, args.recipe)
     replaced, fates = patched_members(downloads.torch, patches)
     lines = [f"patch {fate.line()}" for fate in fates]
     platform = BY_NAME["linux-64"]

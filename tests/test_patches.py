@@ -255,3 +255,22 @@ def test_stale_anchor_reasons_are_caught():
     stale = stale_claims(rows, {"linux", "osx", "win"}, {"test/test_linalg.py"}, xdist=True)
     assert len(stale) == 4, stale
     assert not stale_claims(rows, {"linux", "osx"}, set(), xdist=False)
+
+
+def test_the_rehearsal_applies_the_patches_its_config_selects() -> None:
+    """The rehearsal (linux-64, CUDA 13.0) packs the source conda-build would build for its
+    config: the Windows patches (0014: win and CUDA; 0015: win) are in the recipe's directory but
+    not applied, the others are, in the recipe's order."""
+    import rehearse
+
+    config = (
+        ROOT
+        / ".ci_support"
+        / (
+            "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.28cuda_compiler_version13.0cxx_compiler_version14.yaml"
+        )
+    )
+    names = [p.name for p in rehearse._rendered_patches(config, ROOT / "recipe")]
+    on_disk = sorted(p.name for p in (ROOT / "recipe" / "patches").glob("*.patch"))
+    assert [n for n in on_disk if n not in names] == [n for n in on_disk if n.startswith(("0014-", "0015-"))]
+    assert names == sorted(names), "conda-build applies them in the recipe's order"
