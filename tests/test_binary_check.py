@@ -218,10 +218,14 @@ def test_file_and_compiler_strings_of_a_conda_forge_build_are_explained(prefix: 
     """What every conda-forge libtorch holds: __FILE__ under <build>/work and the recorded compiler
     under <build>/_build_env/bin; known.json says why each is harmless."""
     _library_of_a_conda_forge_build(tmp_path / "croot", prefix)
-    found = sorted(f.detail.split(", e.g.")[0] for f in findings(prefix))
+    macros = prefix / "include/caffe2/core/macros.h"  # the installed header that defines the map
+    macros.parent.mkdir(parents=True)
+    macros.write_text(f'#define CAFFE2_BUILD_STRINGS {{ \\\n  {{"CXX_COMPILER", "{COMPILER}"}}, \\\n}}\n')
+    found = sorted((f.path, f.detail.split(", e.g.")[0]) for f in findings(prefix))
     assert found == [
-        "__FILE__ source path(s) under the build's work dir: 1",
-        "compiler path the build settings record: 2",
+        ("include/caffe2/core/macros.h", "compiler path the build settings record: 1"),
+        ("lib/libsrcpaths.so", "__FILE__ source path(s) under the build's work dir: 1"),
+        ("lib/libsrcpaths.so", "compiler path the build settings record: 2"),
     ]
     done = _check(prefix, "--show-explained")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -12,11 +12,13 @@ and every conda-forge build carries them: the source file names ``__FILE__`` put
 messages (a whole C string naming a source file under the build's ``work`` dir), and the compiler
 the build settings record (``torch.__config__.show()``'s ``CXX_COMPILER``: a compiler under
 ``_build_env/bin``, alone in its C string as PyTorch's ``CAFFE2_BUILD_STRINGS`` map holds it next
-to a ``CXX_COMPILER`` key, or written ``CXX_COMPILER=<path>``). They are counted apart (:data:`SOURCE`,
-:data:`COMPILER`) so that an explanation can name them; everything else, and every hit in a text
-file (a CMake config, a ``.pc`` file, a script), is :data:`PATH`. The loader's strings (RUNPATH,
-NEEDED, LC_RPATH) are directories and library names, never one of the two; the runpath check reads
-them on its own.
+to a ``CXX_COMPILER`` key, or written ``CXX_COMPILER=<path>``; in a text file only as that map's
+entry ``{"CXX_COMPILER", "<path>"}``, which the installed ``caffe2/core/macros.h`` holds). They
+are counted apart (:data:`SOURCE`, :data:`COMPILER`) so that an explanation can name them;
+everything else is :data:`PATH`: any other build path in a binary, and in a text file a consumer
+reads (``set(CMAKE_CXX_COMPILER ...)`` in a CMake config, a ``.pc`` file, a script's shebang). The
+loader's strings (RUNPATH, NEEDED, LC_RPATH) are directories and library names, never one of the
+two; the runpath check reads them on its own.
 """
 
 from __future__ import annotations
@@ -46,8 +48,13 @@ _COMPILER_PATH = (
     _ROOT + rb"_build_env[/\\]bin[/\\][A-Za-z0-9_.+-]*(?:c\+\+|g\+\+|gcc|clang\+\+|clang|cc|nvcc)"
     rb"(?:-[0-9.]+)?(?:\.exe)?"
 )
-_COMPILER_SETTING = re.compile(rb"(?:CMAKE_)?(?:CXX|C|CUDA)_COMPILER=" + _COMPILER_PATH)
+_COMPILER_KEY = rb"(?:CMAKE_)?(?:CXX|C|CUDA)_COMPILER"
+_COMPILER_SETTING = re.compile(_COMPILER_KEY + rb"=" + _COMPILER_PATH)
 _COMPILER_VALUE = re.compile(_COMPILER_PATH)
+# the entry of a header's build-strings map (caffe2/core/macros.h): {"CXX_COMPILER", "<path>"}
+_COMPILER_ENTRY = re.compile(
+    rb'\{\s*"' + _COMPILER_KEY + rb'"\s*,\s*"(?P<path>' + _COMPILER_PATH + rb')"\s*\}'
+)
 _COMPILER_KEYS = (b"\0CXX_COMPILER\0", b"\0CMAKE_CXX_COMPILER\0")
 
 
@@ -81,7 +88,21 @@ def _c_string(data: Buffer, at: int) -> bytes | None:
     return window[start:end] if end < len(window) and window[end] == 0 else None
 
 
-def _kind(data: Buffer, at: int, compiler_key: bool) -> str:
+def _text_kind(data: Buffer, at: int) -> str:
+    """:data:`COMPILER` for a hit in the path of a header's ``{"CXX_COMPILER", "<path>"}`` entry."""
+    lo, hi = max(0, at - _LONGEST), min(len(data), at + _LONGEST)
+    window = bytes(data[lo:hi])
+    start = window.rfind(b"\n", 0, at - lo) + 1
+    end = window.find(b"\n", at - lo)
+    line = window[start : end if end >= 0 else len(window)]
+    hit = at - lo - start
+    found = any(m.start("path") <= hit < m.end("path") for m in _COMPILER_ENTRY.finditer(line))
+    return COMPILER if found else PATH
+
+
+def _kind(data: Buffer, at: int, binary: bool, compiler_key: bool) -> str:
+    if not binary:
+        return _text_kind(data, at)
     text = _c_string(data, at)
     if text is None:
         return PATH
@@ -93,8 +114,8 @@ def _kind(data: Buffer, at: int, compiler_key: bool) -> str:
 
 
 def scan(data: Buffer, extra: tuple[bytes, ...] = (), binary: bool = False) -> dict[str, Hit]:
-    """The build-prefix strings ``data`` holds by kind (:data:`PATH`, and in a ``binary`` also
-    :data:`SOURCE` and :data:`COMPILER`): how many, and one in its printable context."""
+    """The build-prefix strings ``data`` holds by kind (:data:`PATH`, :data:`COMPILER`, and in a
+    ``binary`` also :data:`SOURCE`): how many, and one in its printable context."""
     counts: dict[str, int] = {}
     examples: dict[str, str] = {}
     compiler_key = binary and any(data.find(key) >= 0 for key in _COMPILER_KEYS)
@@ -108,7 +129,7 @@ def scan(data: Buffer, extra: tuple[bytes, ...] = (), binary: bool = False) -> d
             window = bytes(data[lo : at + len(anchor) + _CONTEXT])
             hit = at - lo
             if any(m.start() <= hit < m.end() for m in pattern.finditer(window)):
-                kind = _kind(data, at, compiler_key) if binary and anchor not in literals else PATH
+                kind = PATH if anchor in literals else _kind(data, at, binary, compiler_key)
                 counts[kind] = counts.get(kind, 0) + 1
                 examples.setdefault(kind, _around(window, at - lo))
             at = data.find(anchor, at + len(anchor))
