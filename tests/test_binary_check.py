@@ -15,7 +15,7 @@ from megabuild.binaries.checks import Options, check_files
 from megabuild.binaries.elf import PT_GNU_STACK, read_elf
 from megabuild.binaries.findings import Finding
 from megabuild.binaries.linkage import Tree
-from megabuild.model import LIBTORCH
+from megabuild.model import LIBTORCH, TOP_LEVEL
 from support.megabuild_cli import run_megabuild
 
 LINUX = Options("linux-64", c_stdlib_version="2.17")
@@ -175,6 +175,92 @@ def test_build_prefix_strings_in_a_binary_and_a_text_file(prefix: Path) -> None:
     (prefix / "lib/libcc.so").unlink()
     cmake.unlink()
     assert findings(prefix) == []
+
+
+# conda-build's build folder on conda-forge's CI: <croot>/<top-level name>_<milliseconds>
+CONDA_FORGE_BUILD = f"/home/conda/feedstock_root/build_artifacts/{TOP_LEVEL}_1764300000000"
+COMPILER = f"{CONDA_FORGE_BUILD}/_build_env/bin/x86_64-conda-linux-gnu-c++"
+# c10's error check, as c10/util/Exception.h's TORCH_CHECK: the message carries __FILE__
+C10_SOURCE = """
+#include <stdio.h>
+#define TORCH_CHECK(cond, msg) \\
+  do { if (!(cond)) fprintf(stderr, "%s:%d: %s\\n", __FILE__, __LINE__, msg); } while (0)
+int allocate(long n) { TORCH_CHECK(n >= 0, "negative size"); return n > 0; }
+"""
+# the build settings as the real ones record the compiler (CAFFE2_BUILD_STRINGS, a key-value map)
+# and as torch.__config__.show() prints them
+BUILD_SETTINGS = f"""
+const char *build_strings[][2] = {{{{"CXX_COMPILER", "{COMPILER}"}}, {{"BUILD_TYPE", "Release"}}}};
+const char *shown = "CXX_COMPILER={COMPILER}";
+"""
+
+
+def _library_of_a_conda_forge_build(root: Path, prefix: Path, *flags: str) -> Path:
+    """lib/libsrcpaths.so compiled from <build>/work/c10/core/Allocator.cpp by its absolute path
+    (as CMake gives it to the compiler: __FILE__ is that path) and the build settings."""
+    source = root / CONDA_FORGE_BUILD.lstrip("/") / "work/c10/core/Allocator.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_text(C10_SOURCE + BUILD_SETTINGS)
+    out = prefix / "lib/libsrcpaths.so"
+    subprocess.run(["gcc", "-x", "c", "-shared", "-fPIC", "-o", str(out), str(source), *flags], check=True)
+    assert str(source).encode() in out.read_bytes()
+    return out
+
+
+def _check(prefix: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_megabuild(
+        "check-binaries", "--prefix", prefix, "--path", "lib/libsrcpaths.so", "--target-platform", "linux-64",
+        "--c-stdlib-version", "2.17", *args,
+    )  # fmt: skip
+
+
+def test_file_and_compiler_strings_of_a_conda_forge_build_are_explained(prefix: Path, tmp_path: Path) -> None:
+    """What every conda-forge libtorch holds: __FILE__ under <build>/work and the recorded compiler
+    under <build>/_build_env/bin; known.json says why each is harmless."""
+    _library_of_a_conda_forge_build(tmp_path / "croot", prefix)
+    macros = prefix / "include/caffe2/core/macros.h"  # the installed header that defines the map
+    macros.parent.mkdir(parents=True)
+    macros.write_text(f'#define CAFFE2_BUILD_STRINGS {{ \\\n  {{"CXX_COMPILER", "{COMPILER}"}}, \\\n}}\n')
+    found = sorted((f.path, f.detail.split(", e.g.")[0]) for f in findings(prefix))
+    assert found == [
+        ("include/caffe2/core/macros.h", "compiler path the build settings record: 1"),
+        ("lib/libsrcpaths.so", "__FILE__ source path(s) under the build's work dir: 1"),
+        ("lib/libsrcpaths.so", "compiler path the build settings record: 2"),
+    ]
+    done = _check(prefix, "--show-explained")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "error checks (TORCH_CHECK" in done.stdout and "CAFFE2_BUILD_STRINGS" in done.stdout
+
+
+def test_a_runpath_into_the_build_folder_still_fails(prefix: Path, tmp_path: Path) -> None:
+    """The same library linked with a RUNPATH into <build>/work/build/lib: a defect."""
+    _library_of_a_conda_forge_build(
+        tmp_path / "croot", prefix, f"-Wl,-rpath,{CONDA_FORGE_BUILD}/work/build/lib", "-Wl,--enable-new-dtags"
+    )
+    done = _check(prefix)
+    assert done.returncode == 1
+    left, runpath = done.stdout.splitlines()
+    assert runpath == f"runpath: lib/libsrcpaths.so: {CONDA_FORGE_BUILD}/work/build/lib leaves the prefix"
+    assert left.startswith("prefix: lib/libsrcpaths.so: 1 build-prefix string(s), e.g.")
+    assert left.endswith("_1764300000000/work/build/lib'")
+
+
+def test_build_paths_that_are_used_stay_findings(prefix: Path) -> None:
+    """Not a __FILE__ nor a recorded compiler: a work-dir path that is not a source file, a
+    compiler path with no build settings around it, and either string in a text file."""
+    gcc(prefix / "lib/libplugins.so", f'const char *dir = "{CONDA_FORGE_BUILD}/work/build/plugins";\n')
+    gcc(prefix / "lib/libcc.so", f'const char *cxx = "{COMPILER}";\n')
+    cmake = prefix / "share/cmake/Torch/TorchConfig.cmake"
+    cmake.parent.mkdir(parents=True)
+    cmake.write_text(
+        f'set(CMAKE_CXX_COMPILER "{COMPILER}")\n# {CONDA_FORGE_BUILD}/work/c10/core/Allocator.cpp\n'
+    )
+    found = {(f.path, f.detail.split(",")[0]) for f in findings(prefix)}
+    assert found == {
+        ("lib/libplugins.so", "1 build-prefix string(s)"),
+        ("lib/libcc.so", "1 build-prefix string(s)"),
+        ("share/cmake/Torch/TorchConfig.cmake", "2 build-prefix string(s)"),
+    }
 
 
 def test_the_build_src_dir_given_on_the_command_line(prefix: Path) -> None:

@@ -317,10 +317,12 @@ def _rendered(run: RunResult, name: str, marker: str = "") -> Any:
     return out
 
 
-def _test_env(run: RunResult, out: Any, toolchain: Toolchain | None, label: str) -> RecipeTestEnv:
+def _test_env(run: RunResult, out: Any, toolchain: Toolchain | None) -> RecipeTestEnv:
+    """The build folder's test env, made anew for each test as conda-build makes it per output."""
     return make_test_env(
-        run.channel, [f"{out.name} =={out.version} {out.build_string}"], run.work, f"test-{label}",
-        recipe_dir=RECIPE, test=out.test, virtual_packages={"__cuda": CUDA_VERSION}, toolchain=toolchain,
+        run.channel, [f"{out.name} =={out.version} {out.build_string}"], run.work, out.name,
+        folder=run.folder, recipe_dir=RECIPE, test=out.test, virtual_packages={"__cuda": CUDA_VERSION},
+        toolchain=toolchain,
     )  # fmt: skip
 
 
@@ -329,15 +331,15 @@ def test_the_rendered_linalg_tests_pass(run: RunResult, toolchain: Toolchain, va
     out = _rendered(run, LINALG, _variant_marker(variant))
     commands = out.test.get("commands") or []
     assert commands
-    results = run_commands(_test_env(run, out, toolchain, f"linalg-{variant.value}"), commands)
+    results = run_commands(_test_env(run, out, toolchain), commands)
     assert [(r.command, r.returncode) for r in results if r.returncode] == []
 
 
-def _cmake_configure(run: RunResult, toolchain: Toolchain | None, label: str) -> list[CommandResult]:
+def _cmake_configure(run: RunResult, toolchain: Toolchain | None) -> list[CommandResult]:
     out = _rendered(run, LIBTORCH)
     configure = [c for c in out.test.get("commands") or [] if c.startswith("cmake -S cmake_test")]
     assert len(configure) == 1, out.test.get("commands")
-    return run_commands(_test_env(run, out, toolchain, label), configure)
+    return run_commands(_test_env(run, out, toolchain), configure)
 
 
 def test_the_libtorch_cmake_test_finds_torch_with_the_test_envs_nvcc(
@@ -345,7 +347,7 @@ def test_the_libtorch_cmake_test_finds_torch_with_the_test_envs_nvcc(
 ) -> None:
     """find_package(Torch) of a CUDA build enables the CUDA language (Caffe2Config does): the
     recipe's ``cuda-nvcc_linux-64`` test requirement, activated, gives CMake a working nvcc."""
-    (result,) = _cmake_configure(run, toolchain, "libtorch-cmake")
+    (result,) = _cmake_configure(run, toolchain)
     assert result.returncode == 0, result.output[-3000:]
     assert "Torch: CUDA language, nvcc " in result.output
     assert f"(CUDA {CUDA_VERSION}." in result.output
@@ -353,7 +355,7 @@ def test_the_libtorch_cmake_test_finds_torch_with_the_test_envs_nvcc(
 
 def test_the_libtorch_cmake_test_fails_without_a_cuda_compiler(run: RunResult) -> None:
     """The naive test env (no ``cuda-nvcc_linux-64``): configuring against a CUDA libtorch fails."""
-    (result,) = _cmake_configure(run, None, "libtorch-cmake-no-nvcc")
+    (result,) = _cmake_configure(run, None)
     assert result.returncode != 0
     # no nvcc at all, or (a machine with its own /usr/local/cuda, found by CMake's system search)
     # one whose toolkit the env does not hold

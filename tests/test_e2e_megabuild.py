@@ -36,8 +36,10 @@ from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.python_files import foreign_python_files, python_of_abi
 from harness.pythons import CPython, find_cpythons, find_freethreaded
+from harness.recipe_tests import STAND_IN_EXPLAINED
 from megabuild import model
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
+from support.megabuild_cli import run_megabuild
 
 pytestmark = pytest.mark.slow
 
@@ -216,6 +218,18 @@ def test_no_runpath_points_into_the_build_machine(run: RunResult) -> None:
                 f"{pkg.dist}: {rel}: {e}" for e in dynamic_info(path).runpath if not e.startswith("$ORIGIN")
             ]
     assert not bad, "\n".join(bad)
+
+
+def test_the_libraries_carry_the_build_paths_every_conda_forge_build_carries(run: RunResult) -> None:
+    """conda-build's layout reaches the binaries as in a real build: __FILE__ of c10's TORCH_CHECK
+    names the source under the build folder's work/, and the build settings record the compiler
+    under its _build_env/bin (CMAKE_CXX_COMPILER from the activation's CXX)."""
+    assert run.folder.root.name.startswith(f"{model.TOP_LEVEL}_") and run.src_dir == run.folder.work
+    assert len(str(run.prefix)) == 255 and run.prefix.name.startswith("_h_env_placehold_placehold")
+    root = _pkg_root(run, model.LIBTORCH)
+    assert f"{run.folder.work}/c10/core/Allocator.cpp\0".encode() in (root / "lib/libc10.so").read_bytes()
+    compiler = f"{run.folder.build_prefix}/bin/x86_64-conda-linux-gnu-c++\0".encode()
+    assert compiler in (root / "lib/libtorch_cpu.so").read_bytes()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -483,6 +497,12 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     assert not [m for m in at_import if m.startswith(("libtorch_cuda_linalg", "libmagma"))], at_import
     assert "libtorch_cuda_linalg.so" in after and any(m.startswith("libmagma") for m in after), after
     assert Path(info["linalg"]).resolve().is_relative_to(prefix.resolve())
+    assert f"CXX_COMPILER={run.folder.build_prefix}/bin/x86_64-conda-linux-gnu-c++, " in info["config"]
+    # what the check finds of the build's paths in the installed packages is explained
+    # (known.json; the harness's own compiler and sysroot: STAND_IN_EXPLAINED)
+    names = ("--package", model.LIBTORCH, "--package", model.PYTORCH)
+    done = run_megabuild("check-binaries", "--prefix", prefix, *names, "--explained", STAND_IN_EXPLAINED)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_installed_pytorch_has_mkldnn(run: RunResult) -> None:

@@ -13,6 +13,7 @@ from feedstock.paths import RECIPE
 from harness import conda_build
 from harness.conda_build import HarnessError, find_config, run_config
 from harness.pythons import find_cpythons
+from megabuild.model import TOP_LEVEL
 
 CONFIG = "linux_64_cpu_generic"
 
@@ -39,8 +40,8 @@ def test_render_error_stops_the_run_with_one_line_naming_the_config(tmp_path: Pa
     assert "\n" not in message, message
     assert message.startswith(f"{config.name}: the recipe does not render: "), message
     assert "Jinja" in message, message
-    # stopped before building anything: no source copied, no host prefix made
-    assert not (work / "work").exists() and not (work / "h_env_placehold").exists()
+    # stopped before building anything: no build folder (source, host prefix) made
+    assert not list(work.glob(f"{TOP_LEVEL}_*"))
 
 
 def test_no_substituted_requirements_remain() -> None:

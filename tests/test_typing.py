@@ -8,9 +8,10 @@ import sys
 import pytest
 from feedstock.paths import REPO
 
-# The build-time helpers and the maintainer library; the 3.9-compatible modules of the latter
-# (configs, paths, errors) also run under 3.9 in test_build_locally.py.
-STRICT_PACKAGES = ["recipe/megabuild", "scripts/feedstock"]
+# The build-time helpers, the maintainer library and the harness that runs the recipe in the
+# tests; the 3.9-compatible modules of the library (configs, paths, errors) also run under 3.9 in
+# test_build_locally.py.
+STRICT_PACKAGES = ["recipe/megabuild", "scripts/feedstock", "scripts/harness"]
 
 
 @pytest.mark.parametrize("package", STRICT_PACKAGES)

@@ -66,6 +66,8 @@ _CPPFLAGS = "-DNDEBUG -D_FORTIFY_SOURCE=2 -O2"
 # build-env tools the Linux CMAKE_ARGS name: <triplet>-<tool> -> the tool to stand in for it
 BINUTILS = {"ar": "ar", "gcc-ar": "gcc-ar", "ranlib": "ranlib", "gcc-ranlib": "gcc-ranlib", "ld": "ld",
             "strip": "strip"}  # fmt: skip
+# the compilers the activation names in CC and CXX (gcc_linux-64, gxx_linux-64): <triplet>-<name>
+COMPILERS = {"CC": ("gcc", "gcc"), "CXX": ("c++", "c++")}
 
 
 def cmake_args(
@@ -173,6 +175,9 @@ def activation_env(
         cflags, cppflags, cxxflags = (f"{v} {cuda_cflags}" for v in (cflags, cppflags, cxxflags))
         ldflags = f"{ldflags} {cuda_ldflags}"
     return {
+        # full paths into the build env, as the activation exports them: CMake records that path
+        # (CMAKE_CXX_COMPILER; PyTorch's build settings carry it)
+        **{var: f"{b}/bin/{host}-{name}" for var, (name, _tool) in COMPILERS.items()},
         "HOST": host,
         "BUILD": host,
         "CONDA_TOOLCHAIN_HOST": host,
@@ -215,13 +220,14 @@ def nvcc_env(target_platform: str, *, prefix: Path, cxx: str) -> dict[str, str]:
 
 
 def install_binutils(build_prefix: Path, target_platform: str) -> list[str]:
-    """Put ``<triplet>-ar`` & co. (as CMAKE_ARGS names them) into the build env, as symlinks to the
-    tools on PATH; returns the names that have no tool here (their CMAKE_ARGS entries dangle, which
-    only matters for static libraries)."""
+    """Put ``<triplet>-ar`` & co. (as CMAKE_ARGS names them) and the compilers (``<triplet>-gcc``,
+    ``<triplet>-c++``, as CC and CXX name them) into the build env, as symlinks to the tools on
+    PATH; returns the names that have no tool here (their CMAKE_ARGS entries dangle, which only
+    matters for static libraries)."""
     missing = []
     bindir = build_prefix / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
-    for suffix, tool in BINUTILS.items():
+    for suffix, tool in [*BINUTILS.items(), *COMPILERS.values()]:
         link = bindir / f"{TRIPLETS[target_platform]}-{suffix}"
         found = shutil.which(tool)
         if found is None:

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
@@ -118,18 +119,18 @@ class S3Server:
         pending = [f"/buckets/{self.bucket}/{prefix.strip('/')}".rstrip("/") + "/"]
         while pending:
             for entry in self._list(pending.pop()):
-                path = entry["FullPath"]
-                if entry.get("Mode", 0) & 0x80000000:  # os.ModeDir
+                path = str(entry["FullPath"])
+                if int(str(entry.get("Mode", 0))) & 0x80000000:  # os.ModeDir
                     pending.append(path + "/")
                 else:
-                    found[path.split(f"/buckets/{self.bucket}/", 1)[1]] = int(entry.get("FileSize", 0))
+                    found[path.split(f"/buckets/{self.bucket}/", 1)[1]] = int(str(entry.get("FileSize", 0)))
         return found
 
     def _list(self, directory: str) -> list[dict[str, object]]:
         entries: list[dict[str, object]] = []
         last = ""
         while True:
-            url = f"{self.filer}{directory}?limit=1000&lastFileName={urllib.request.quote(last)}"
+            url = f"{self.filer}{directory}?limit=1000&lastFileName={urllib.parse.quote(last)}"
             request = urllib.request.Request(url, headers={"Accept": "application/json"})
             try:
                 with urllib.request.urlopen(request, timeout=10) as resp:

@@ -1,8 +1,11 @@
 """Run one ``.ci_support`` config of the real recipe the way conda-build runs a multi-output recipe.
 
-* one work dir for the whole run; the fixture is copied in as ``SRC_DIR``;
-* the top-level script (``recipe/build.sh`` with ``PKG_NAME=libtorch-split``) first, in a host
-  prefix with the top-level host Python;
+* one build folder for the whole run, laid out as conda-build's (:mod:`harness.layout`):
+  ``<work>/<top-level name>_<ms>/`` with the fixture copied in as ``work/`` (``SRC_DIR``),
+  ``_build_env/`` (``BUILD_PREFIX``) and the host prefix ``_h_env_placehold_placehold...`` padded
+  to 255 characters; ``<work>`` plays conda-build's croot and also holds the channel and caches;
+* the top-level script (``recipe/build.sh`` with ``PKG_NAME`` the recipe's top-level name,
+  ``libtorch-split``) first, in a host prefix with the top-level host Python;
 * then each rendered output's script, in output order, each in a fresh host prefix at the SAME
   path, holding the host requirements the harness knows how to provide (Python + pip packages,
   earlier outputs of this run, the libmagma stand-in); other requirements are listed as ignored;
@@ -35,10 +38,10 @@ from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE as RECIPE_DIR
 from feedstock.paths import REPO
 from feedstock.specs import spec_name, spec_parts
-from megabuild import model
 from megabuild.model import LINALG, PYTORCH
 
 from harness import activation, cuda_toolchain, ninja
+from harness.layout import BuildFolder
 from harness.packaging import (
     BLAS_NAMES,
     Package,
@@ -60,7 +63,6 @@ from harness.source import copy_fixture, mirrored
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 
-TOP_LEVEL = model.TOP_LEVEL
 # Host requirements the harness provides with pip inside a conda-like prefix (a value of None:
 # scikit-build-core, in the version the run asks for, with the dependencies conda would add).
 PIP_PROVIDED: dict[str, str | None] = {
@@ -115,6 +117,7 @@ class Step:
 class RunResult:
     config: Path
     work: Path
+    folder: BuildFolder  # <work>/<top-level name>_<ms>: conda-build's build folder
     src_dir: Path
     prefix: Path
     channel: Path
@@ -443,9 +446,8 @@ class Runner:
         self.log = log
         self.cpu_count = cpu_count or (os.cpu_count() or 2)
         self.all_pythons = list(pythons) if pythons is not None else find_cpythons()
-        self.src_dir = self.work / "work"
-        self.prefix = self.work / "h_env_placehold"
-        self.build_prefix = self.work / "build_env"
+        # conda-build's build folder (harness.layout), made once the recipe names the top level
+        self.folder: BuildFolder | None = None
         self.pkgs = self.work / "pkgs"
         self.channel = self.work / "channel"
         self.cache = self.work / "cache"
@@ -462,6 +464,25 @@ class Runner:
         self.ninja_history = ninja.LogHistory()
         # a real nvcc for the config's CUDA version, when provisioned (harness.cuda_toolchain)
         self.cuda_toolchain: cuda_toolchain.Toolchain | None = None
+
+    def _folder(self) -> BuildFolder:
+        if self.folder is None:
+            raise HarnessError("the build folder is made once the recipe has rendered")
+        return self.folder
+
+    @property
+    def src_dir(self) -> Path:
+        """``SRC_DIR``: the build folder's ``work``."""
+        return self._folder().work
+
+    @property
+    def prefix(self) -> Path:
+        """The host prefix, ``_h_env_placehold...`` padded as conda-build pads it."""
+        return self._folder().host_prefix
+
+    @property
+    def build_prefix(self) -> Path:
+        return self._folder().build_prefix
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -567,7 +588,7 @@ class Runner:
         """A fresh work dir; the fixture's source with the rendered recipe's ``patches``."""
         # rattler's package cache is keyed by file name: a kept work dir must not serve packages
         # of an earlier run under the same names
-        for path in (self.src_dir, self.pkgs, self.channel, self.logs, self.prefix, self.cache / "rattler"):
+        for path in (self.pkgs, self.channel, self.logs, self.cache / "rattler"):
             if path.is_symlink() or path.is_file():
                 path.unlink()
             elif path.exists():
@@ -612,6 +633,10 @@ class Runner:
             )
         for anomaly in anomalies:
             self.log(f"RENDER ANOMALY: {anomaly}")
+        top_name = str((top.get("package") or {}).get("name") or "")
+        if not top_name:
+            raise HarnessError(f"{self.config_in.name}: the recipe's top level has no package name")
+        self.folder = BuildFolder.new(self.work, top_name)
         self.prepare([str(p) for p in (top.get("source") or {}).get("patches") or []])
 
         # ---- top level ----
@@ -620,11 +645,11 @@ class Runner:
         number = int((top.get("build") or {}).get("number") or (built[0].build_number if built else 0))
         top_python = _python_of(top_host, variant)
         if top_python is None:
-            raise HarnessError(f"{self.config_name}: the top level's host requirements name no Python")
+            raise HarnessError(f"{self.config_in.name}: the top level's host requirements name no Python")
         built = order_pythons(built, top_python, self.python_order)
         order = ", ".join(_python(o) for o in built if o.name == PYTORCH)
         self.log(f"pytorch outputs in the order {order} ({self.python_order})")
-        self._step(TOP_LEVEL, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
+        self._step(top_name, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
 
         # ---- outputs ----
         for out in built:
@@ -642,6 +667,7 @@ class Runner:
         return RunResult(
             config=config,
             work=self.work,
+            folder=self._folder(),
             src_dir=self.src_dir,
             prefix=self.prefix,
             channel=self.channel,

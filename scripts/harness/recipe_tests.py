@@ -1,7 +1,8 @@
 """Run an output's rendered ``test:`` commands the way conda-build runs them, in a test env solved
 from the run's channel.
 
-conda-build makes one test env (``PREFIX`` is it; ``BUILD_PREFIX`` too) holding the package, its
+conda-build makes one test env (``PREFIX`` is it; ``BUILD_PREFIX`` too; the build folder's
+``_test_env_placehold...``, :mod:`harness.layout`) holding the package, its
 run dependencies and the test requirements, activates it (the compilers' and nvcc's activation
 scripts among the requirements run, then the installed packages' ``etc/conda/activate.d``
 scripts), copies the test ``files`` into a test dir and runs each command there with ``bash -e``.
@@ -29,6 +30,7 @@ from megabuild import model
 
 from harness import activation, channel, cuda_toolchain
 from harness.conda_build import TARGET_PLATFORM, tool_dirs
+from harness.layout import BuildFolder
 
 
 @dataclass(frozen=True)
@@ -66,22 +68,28 @@ def make_test_env(
     work: Path,
     name: str,
     *,
+    folder: BuildFolder,
     recipe_dir: Path,
     test: Mapping[str, Any],
     virtual_packages: Mapping[str, str],
     toolchain: cuda_toolchain.Toolchain | None,
 ) -> RecipeTestEnv:
-    """Solve and install ``specs`` into ``work/<name>/env``, add nvcc when the test requires it,
-    copy the test files into ``work/<name>/test_tmp``; the environment the commands run with."""
-    root = work / name
-    prefix = root / "env"
+    """Solve and install ``specs`` into the build ``folder``'s test prefix (``_test_env_placehold...``,
+    made anew for each test as conda-build does), add nvcc when the test requires it, copy the test
+    files into its ``test_tmp``; the environment the commands run with (``name``: ``PKG_NAME``).
+    ``work`` holds the package cache and ``HOME``."""
+    prefix = folder.test_prefix
     wanted = [*specs, *own_output_requires(test)]
     dists = channel.create_env(channel_dir, wanted, prefix, work / "cache" / "rattler", virtual_packages)
     requires = [str(r).split()[0] for r in test.get("requires") or []]
     wants_nvcc = any(r.startswith("cuda-nvcc") for r in requires)
+    # compiler('c'/'cxx') renders to gcc_linux-64/gxx_linux-64: its <triplet>-gcc/-c++ (CC, CXX)
+    wants_compiler = any(r.startswith(("gcc_", "gxx_")) for r in requires)
+    if wants_compiler:
+        activation.install_binutils(prefix, TARGET_PLATFORM)
     if wants_nvcc and toolchain is not None:
         cuda_toolchain.install_build_env(toolchain, prefix)
-    test_dir = fresh_test_dir(root / "test_tmp", test, recipe_dir)
+    test_dir = fresh_test_dir(folder.test_dir, test, recipe_dir)
     py = sorted(prefix.glob("lib/python3*/site-packages"))
     env = {
         "PATH": os.pathsep.join(dict.fromkeys([str(prefix / "bin"), *tool_dirs(), "/usr/bin", "/bin"])),
@@ -101,6 +109,9 @@ def make_test_env(
             pkg_version="0", cuda=wants_nvcc,
         )
     )  # fmt: skip
+    if not wants_compiler:
+        for var in activation.COMPILERS:
+            env.pop(var)
     if wants_nvcc and toolchain is not None:
         cxx = shutil.which("c++") or "c++"
         env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=prefix, cxx=cxx))

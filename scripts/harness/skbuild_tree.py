@@ -16,8 +16,10 @@ from pathlib import Path
 
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE
+from megabuild import model
 
 from harness.conda_build import skbuild_packages
+from harness.layout import BuildFolder
 from harness.prefix import python_prefix
 from harness.pythons import CPython
 from harness.source import MIRRORED_PATCHES, copy_fixture
@@ -25,8 +27,8 @@ from harness.source import MIRRORED_PATCHES, copy_fixture
 
 @dataclass
 class SkbuildTree:
-    src: Path  # a copy of the fixture; its build/ is the shared tree
-    prefix: Path  # the host env's prefix, the same for every Python
+    src: Path  # a copy of the fixture in a build folder's work/ (SRC_DIR); its build/ is the shared tree
+    prefix: Path  # the host env's prefix (_h_env_placehold...), the same for every Python
     version: str  # scikit-build-core's
     pip_cache: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)  # on top of env(), for one step
@@ -37,7 +39,8 @@ class SkbuildTree:
     ) -> SkbuildTree:
         """A fixture copy, patched as the recipe's source is (every patch the fixture mirrors);
         ``patched=False``: upstream's lines as they are."""
-        tree = cls(work / "src", work / "h_env_placehold", version, pip_cache)
+        folder = BuildFolder.new(work, model.TOP_LEVEL)  # conda-build's layout (harness.layout)
+        tree = cls(folder.work, folder.host_prefix, version, pip_cache)
         names = MIRRORED_PATCHES if patched else ()
         copy_fixture(tree.src, [RECIPE / "patches" / name for name in names])
         return tree

@@ -12,12 +12,19 @@ from megabuild.binaries import elf, macho, pe
 from megabuild.binaries.buffer import BinaryFormatError, Buffer, mapped
 from megabuild.binaries.findings import Finding
 from megabuild.binaries.linkage import Tree, elf_findings, macho_findings, pe_findings
-from megabuild.binaries.prefix_strings import scan
+from megabuild.binaries.prefix_strings import COMPILER, PATH, SOURCE, scan
 from megabuild.errors import MegabuildError
 
 Opener = Callable[[str], AbstractContextManager[Buffer]]
 """Opens a file by its path relative to the prefix (default: memory-maps it)."""
 _GLIBC = re.compile(r"GLIBC_(\d+(?:\.\d+)+)")
+# the detail of a prefix finding by kind (prefix_strings); known.json names the last two by their
+# words, which a PATH finding (it starts with its count) never begins with
+PREFIX_DETAILS = {
+    PATH: "{} build-prefix string(s), e.g. {!r}",
+    SOURCE: "__FILE__ source path(s) under the build's work dir: {}, e.g. {!r}",
+    COMPILER: "compiler path the build settings record: {}, e.g. {!r}",
+}
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,12 @@ def check_files(
 
 
 def check_data(tree: Tree, rel: str, data: Buffer, options: Options) -> list[Finding]:
-    out = []
-    hit = scan(data, tuple(s.encode() for s in options.extra_strings))
-    if hit is not None:
-        out.append(Finding("prefix", rel, f"{hit.count} build-prefix string(s), e.g. {hit.example!r}"))
+    binary = elf.is_elf(data) or macho.is_macho(data) or pe.is_pe(data)
+    hits = scan(data, tuple(s.encode() for s in options.extra_strings), binary)
+    out = [
+        Finding("prefix", rel, PREFIX_DETAILS[kind].format(hit.count, hit.example))
+        for kind, hit in hits.items()
+    ]
     try:
         out += _code_findings(tree, rel, data, options)
     except BinaryFormatError as exc:

@@ -1,4 +1,4 @@
-"""Build and host prefix strings left in a file (binary or text).
+"""Build and host prefix strings left in a file (binary or text), and what each one is.
 
 conda-build builds in ``<croot>/<name>_<timestamp>/`` (``conda-bld`` locally,
 ``/home/conda/feedstock_root/build_artifacts`` on conda-forge's CI) with the host prefix
@@ -6,6 +6,19 @@ conda-build builds in ``<croot>/<name>_<timestamp>/`` (``conda-bld`` locally,
 an installed package the host placeholder is gone wherever conda's prefix replacement handled it
 (the files of ``info/has_prefix``), so any of these strings left is a path that points nowhere on
 the user's machine. Extra literal strings (the build's ``SRC_DIR``) can be added.
+
+Two kinds of build path in a compiled file are records of the build, not paths the library uses,
+and every conda-forge build carries them: the source file names ``__FILE__`` puts into error
+messages (a whole C string naming a source file under the build's ``work`` dir), and the compiler
+the build settings record (``torch.__config__.show()``'s ``CXX_COMPILER``: a compiler under
+``_build_env/bin``, alone in its C string as PyTorch's ``CAFFE2_BUILD_STRINGS`` map holds it next
+to a ``CXX_COMPILER`` key, or written ``CXX_COMPILER=<path>``; in a text file only as that map's
+entry ``{"CXX_COMPILER", "<path>"}``, which the installed ``caffe2/core/macros.h`` holds). They
+are counted apart (:data:`SOURCE`, :data:`COMPILER`) so that an explanation can name them;
+everything else is :data:`PATH`: any other build path in a binary, and in a text file a consumer
+reads (``set(CMAKE_CXX_COMPILER ...)`` in a CMake config, a ``.pc`` file, a script's shebang). The
+loader's strings (RUNPATH, NEEDED, LC_RPATH) are directories and library names, never one of the
+two; the runpath check reads them on its own.
 """
 
 from __future__ import annotations
@@ -23,6 +36,26 @@ PATTERNS: dict[bytes, re.Pattern[bytes]] = {
     b"work": re.compile(rb"[/\\][A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]+work(?![A-Za-z0-9_])"),
 }
 _CONTEXT = 100  # bytes either side of a hit shown in the finding
+_LONGEST = 4096  # the longest C string a hit is classified in
+
+PATH, SOURCE, COMPILER = "path", "source", "compiler"
+_ROOT = rb"(?:[A-Za-z]:)?[/\\](?:[^\0]*[/\\])?"
+# __FILE__ of a source under the build's work dir: <croot>/<name>_<ms>/work/<relative>.<ext>
+_SOURCE = re.compile(
+    _ROOT + rb"[A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]work[/\\][^\0]+\.(?:c|cc|cpp|cxx|h|hh|hpp|cu|cuh|mm)"
+)
+_COMPILER_PATH = (
+    _ROOT + rb"_build_env[/\\]bin[/\\][A-Za-z0-9_.+-]*(?:c\+\+|g\+\+|gcc|clang\+\+|clang|cc|nvcc)"
+    rb"(?:-[0-9.]+)?(?:\.exe)?"
+)
+_COMPILER_KEY = rb"(?:CMAKE_)?(?:CXX|C|CUDA)_COMPILER"
+_COMPILER_SETTING = re.compile(_COMPILER_KEY + rb"=" + _COMPILER_PATH)
+_COMPILER_VALUE = re.compile(_COMPILER_PATH)
+# the entry of a header's build-strings map (caffe2/core/macros.h): {"CXX_COMPILER", "<path>"}
+_COMPILER_ENTRY = re.compile(
+    rb'\{\s*"' + _COMPILER_KEY + rb'"\s*,\s*"(?P<path>' + _COMPILER_PATH + rb')"\s*\}'
+)
+_COMPILER_KEYS = (b"\0CXX_COMPILER\0", b"\0CMAKE_CXX_COMPILER\0")
 
 
 @dataclass(frozen=True)
@@ -43,11 +76,52 @@ def _around(window: bytes, at: int) -> str:
     return window[lo:hi].decode("ascii")
 
 
-def scan(data: Buffer, extra: tuple[bytes, ...] = ()) -> Hit | None:
-    """How many build-prefix strings ``data`` holds, and one of them in its printable context."""
-    count, example = 0, ""
+def _c_string(data: Buffer, at: int) -> bytes | None:
+    """The NUL-terminated run of printable bytes holding offset ``at``, or None (not a C string)."""
+    lo, hi = max(0, at - _LONGEST), min(len(data), at + _LONGEST)
+    window = bytes(data[lo:hi])
+    start = end = at - lo
+    while start > 0 and 0x20 <= window[start - 1] < 0x7F:
+        start -= 1
+    while end < len(window) and 0x20 <= window[end] < 0x7F:
+        end += 1
+    return window[start:end] if end < len(window) and window[end] == 0 else None
+
+
+def _text_kind(data: Buffer, at: int) -> str:
+    """:data:`COMPILER` for a hit in the path of a header's ``{"CXX_COMPILER", "<path>"}`` entry."""
+    lo, hi = max(0, at - _LONGEST), min(len(data), at + _LONGEST)
+    window = bytes(data[lo:hi])
+    start = window.rfind(b"\n", 0, at - lo) + 1
+    end = window.find(b"\n", at - lo)
+    line = window[start : end if end >= 0 else len(window)]
+    hit = at - lo - start
+    found = any(m.start("path") <= hit < m.end("path") for m in _COMPILER_ENTRY.finditer(line))
+    return COMPILER if found else PATH
+
+
+def _kind(data: Buffer, at: int, binary: bool, compiler_key: bool) -> str:
+    if not binary:
+        return _text_kind(data, at)
+    text = _c_string(data, at)
+    if text is None:
+        return PATH
+    if _SOURCE.fullmatch(text):
+        return SOURCE
+    if _COMPILER_SETTING.fullmatch(text) or (compiler_key and _COMPILER_VALUE.fullmatch(text)):
+        return COMPILER
+    return PATH
+
+
+def scan(data: Buffer, extra: tuple[bytes, ...] = (), binary: bool = False) -> dict[str, Hit]:
+    """The build-prefix strings ``data`` holds by kind (:data:`PATH`, :data:`COMPILER`, and in a
+    ``binary`` also :data:`SOURCE`): how many, and one in its printable context."""
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    compiler_key = binary and any(data.find(key) >= 0 for key in _COMPILER_KEYS)
+    literals = {literal for literal in extra if literal}
     patterns = dict(PATTERNS)
-    patterns.update({literal: re.compile(re.escape(literal)) for literal in extra if literal})
+    patterns.update({literal: re.compile(re.escape(literal)) for literal in literals})
     for anchor, pattern in patterns.items():
         at = data.find(anchor)
         while at >= 0:
@@ -55,7 +129,8 @@ def scan(data: Buffer, extra: tuple[bytes, ...] = ()) -> Hit | None:
             window = bytes(data[lo : at + len(anchor) + _CONTEXT])
             hit = at - lo
             if any(m.start() <= hit < m.end() for m in pattern.finditer(window)):
-                count += 1
-                example = example or _around(window, at - lo)
+                kind = PATH if anchor in literals else _kind(data, at, binary, compiler_key)
+                counts[kind] = counts.get(kind, 0) + 1
+                examples.setdefault(kind, _around(window, at - lo))
             at = data.find(anchor, at + len(anchor))
-    return Hit(count, example) if count else None
+    return {kind: Hit(count, examples[kind]) for kind, count in counts.items()}
