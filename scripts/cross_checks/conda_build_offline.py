@@ -1,6 +1,7 @@
 """``conda-build`` as the cross-check runs it: offline, from a local ``file://`` channel.
 
-    python scripts/cross_checks/conda_build_offline.py build RECIPE -m CONFIG --override-channels -c file://CHANNEL ...
+    python scripts/cross_checks/conda_build_offline.py build RECIPE -m CONFIG \\
+        --override-channels -c file://CHANNEL ...
 
 One change to conda-build 26.7.1, made here at start and nowhere else: ``conda_build.index``
 builds its solver index with conda's ``Index(...)``, whose ``use_system`` defaults to False, so

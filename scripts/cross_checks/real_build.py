@@ -27,7 +27,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,15 +35,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2] / "recipe")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))  # megabuild
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import FeedstockError, UsageError, run_main
-from feedstock.paths import RECIPE, REPO, TESTS
+from feedstock.package_compare import Known, PackageView, compare, view_from_dir
+from feedstock.paths import RECIPE, TESTS
 from harness.pythons import CPython, find_cpythons, find_freethreaded
 
 CONFIGS = {
-    "cpu": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.17cuda_compiler_versionNonecxx_compiler_version14.yaml",
-    "cuda": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.28cuda_compiler_version13.0cxx_compiler_version14.yaml",
+    "cpu": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.17"
+    "cuda_compiler_versionNonecxx_compiler_version14.yaml",
+    "cuda": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.28"
+    "cuda_compiler_version13.0cxx_compiler_version14.yaml",
 }
 MEGABUILD_PYTHON = "3.12"
 LICENSE_FILES = ("LICENSE", "NOTICE")  # meta.yaml's about/license_file
@@ -53,6 +56,10 @@ EXPLAINED = TESTS / "data" / "binary-check-harness.json"
 # test commands of the rendered recipe left out here: (a text the command contains, why)
 LEFT_OUT_TESTS: tuple[tuple[str, str], ...] = (
     ("megabuild upstream-tests run", "runs upstream's test files, which the miniature does not have"),
+    (
+        "include/torch/csrc/api/include/torch/torch.h",
+        "the miniature installs its header as include/torch/torch.h",
+    ),
 )
 # what prepare_recipe changes in the copy of recipe/ (reported with every run)
 CHANGES = (
@@ -60,8 +67,14 @@ CHANGES = (
     "source: url -> the miniature (tests/fixture/minitorch) as a tarball, sha256 its own",
     "source: patches -> only those the miniature carries the context of (harness.source.MIRRORED_PATCHES)",
     "test: commands in LEFT_OUT_TESTS removed",
-    "test: `megabuild check-binaries` given --explained (the harness's stand-ins, as harness.recipe_tests does)",
+    "build.sh, install_*.sh: a first line writing the script's environment to a file (record_env)",
+    "test: `megabuild check-binaries` given --explained (as harness.recipe_tests does)",
 )
+
+
+KNOWN: tuple[Known, ...] = ()
+"""Differences between the harness's packages and conda-build's that are understood (mirrored in
+docs/testing.md, "The harness held to conda-build")."""
 
 
 def say(message: str) -> None:
@@ -106,6 +119,40 @@ def make_tarball(dest: Path) -> tuple[Path, str]:
     return tarball, hashlib.sha256(tarball.read_bytes()).hexdigest()
 
 
+ENV_DUMP = 'env -0 > "{dir}/$(date +%s%N).env"  # added by real_build.py: the environment this script saw'
+SCRIPTS = ("build.sh", "install_libtorch.sh", "install_linalg.sh")
+
+
+def record_env(recipe: Path, env_dir: Path) -> None:
+    """Each script of the copy first writes its environment into ``env_dir`` (one file per run)."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    for name in SCRIPTS:
+        script = recipe / name
+        first, _, rest = script.read_text().partition("\n")
+        script.write_text(f"{first}\n{ENV_DUMP.format(dir=env_dir)}\n{rest}")
+
+
+def read_envs(env_dir: Path) -> list[tuple[str, dict[str, str]]]:
+    """(label, environment) of each script run, in the order they ran (``pytorch-3.13`` & co.)."""
+    runs = []
+    for path in sorted(env_dir.glob("*.env"), key=lambda p: int(p.stem)):
+        env = dict(item.split("=", 1) for item in path.read_text().split("\0") if "=" in item)
+        label = env.get("PKG_NAME", "?")
+        if label == "pytorch":  # 3.13 or 3.13t: conda-build exports no `python` to the script
+            label += "-" + Path(env.get("STDLIB_DIR", "python?")).name.removeprefix("python")
+        if "with_magma" in env and label == "libtorch-cuda-linalg":
+            label += f"-magma={env['with_magma']}"
+        runs.append((label, env))
+    return runs
+
+
+def _left_out(stripped: str, line: str, mirrored: Sequence[str]) -> bool:
+    """A patch the miniature lacks the context of, or a test command of LEFT_OUT_TESTS."""
+    if stripped.startswith("- patches/") and stripped.split()[1].split("/")[1] not in mirrored:
+        return True
+    return any(text in line for text, _ in LEFT_OUT_TESTS)
+
+
 def prepare_recipe(dest: Path, tarball: Path, sha256: str) -> Path:
     """A copy of ``recipe/`` with :data:`CHANGES` made; returns its directory."""
     from harness.source import MIRRORED_PATCHES
@@ -121,9 +168,7 @@ def prepare_recipe(dest: Path, tarball: Path, sha256: str) -> Path:
             line = f"{line[: line.index('url:')]}url: {tarball.as_uri()}"
         elif stripped.startswith("sha256:") and len(stripped.split()) == 2:
             line = f"{line[: line.index('sha256:')]}sha256: {sha256}"
-        elif stripped.startswith("- patches/") and stripped.split()[1].split("/")[1] not in MIRRORED_PATCHES:
-            continue
-        elif any(text in line for text, _ in LEFT_OUT_TESTS):
+        elif _left_out(stripped, line, MIRRORED_PATCHES):
             continue
         elif "megabuild check-binaries" in line:
             body, sep, selector = line.partition("  # [")
@@ -165,7 +210,9 @@ def conda_build_env(work: Path) -> dict[str, str]:
     return env
 
 
-def run_conda_build(recipe: Path, config: Path, channel: Path, croot: Path, log: Path) -> int:
+def run_conda_build(
+    recipe: Path, config: Path, channel: Path, croot: Path, log: Path, cuda: str | None = None
+) -> int:
     cmd = [
         sys.executable,
         str(OFFLINE),
@@ -183,9 +230,10 @@ def run_conda_build(recipe: Path, config: Path, channel: Path, croot: Path, log:
     ]
     say(f"conda-build: {' '.join(cmd[1:])} (log {log})")
     with log.open("w") as fh:
-        return subprocess.run(
-            cmd, env=conda_build_env(croot.parent), stdout=fh, stderr=subprocess.STDOUT, check=False
-        ).returncode
+        env = conda_build_env(croot.parent)
+        if cuda is not None:  # the test envs of a CUDA build need __cuda (pytorch depends on it); no GPU here
+            env["CONDA_OVERRIDE_CUDA"] = cuda
+        return subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode
 
 
 def build_config(name: str, work: Path, pythons: Sequence[CPython]) -> dict[str, object]:
@@ -219,18 +267,82 @@ def build_config(name: str, work: Path, pythons: Sequence[CPython]) -> dict[str,
     )
     tarball, sha = make_tarball(work / "source")
     recipe = prepare_recipe(work / "recipe", tarball, sha)
-    croot = work / "croot"
-    if croot.exists():
-        shutil.rmtree(croot)
-    code = run_conda_build(recipe, config, channel, croot, work / "conda-build.log")
+    croot, envs = work / "croot", work / "envs"
+    for stale in (croot, envs):
+        if stale.exists():
+            shutil.rmtree(stale)
+    record_env(recipe, envs / "conda-build")
+    cuda = cuda_toolchain.CUDA_VERSION if toolchain is not None else None
+    code = run_conda_build(recipe, config, channel, croot, work / "conda-build.log", cuda)
+    seconds = round(time.monotonic() - t0)
+    say(f"{name}: conda-build exit {code} in {seconds} s")
     result: dict[str, object] = {
         "config": CONFIGS[name],
         "pythons": tags,
         "conda_build_exit": code,
-        "seconds": round(time.monotonic() - t0),
+        "conda_build_seconds": seconds,
     }
-    say(f"{name}: conda-build exit {code} in {result['seconds']} s")
+    result.update(hold_the_harness(name, work, pythons, recipe, croot, envs))
     return result
+
+
+def conda_views(files: Sequence[Path], where: Path) -> list[PackageView]:
+    """The views of ``.conda`` files (extracted under ``where``)."""
+    from conda_package_handling import api as cph
+    from harness.elf import dynamic_info
+
+    def elf(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        info = dynamic_info(path)
+        return tuple(info.runpath), tuple(info.needed)
+
+    views = []
+    for conda in files:
+        dest = where / conda.name.removesuffix(".conda")
+        if dest.exists():
+            shutil.rmtree(dest)
+        cph.extract(str(conda), dest_dir=str(dest))
+        views.append(view_from_dir(dest, elf))
+    return views
+
+
+def hold_the_harness(
+    name: str, work: Path, pythons: Sequence[CPython], recipe: Path, croot: Path, envs: Path
+) -> dict[str, object]:
+    """Run the harness over the same config, Pythons and Python order; compare with conda-build."""
+    from harness.conda_build import run_config
+
+    real_envs = read_envs(envs / "conda-build")
+    order = ",".join(label.split("-", 1)[1] for label, _ in real_envs if label.startswith("pytorch-"))
+    harness_recipe = work / "harness-recipe"
+    if harness_recipe.exists():
+        shutil.rmtree(harness_recipe)
+    shutil.copytree(recipe, harness_recipe)
+    record_env(harness_recipe, envs / "harness")
+    t0 = time.monotonic()
+    run = run_config(
+        CONFIGS[name],
+        work / "harness",
+        pythons=pythons,
+        recipe_dir=harness_recipe,
+        python_order=order or "megabuild-last",
+        log=lambda m: say(f"harness: {m}"),
+    )
+    built = sorted([*(croot / "linux-64").glob("*.conda"), *(croot / "broken").glob("*.conda")])
+    ours = conda_views(
+        [p.conda_file for p in run.packages.values() if p.conda_file], work / "views" / "harness"
+    )
+    theirs = conda_views(built, work / "views" / "conda-build")
+    unexplained, explained = compare(ours, theirs, KNOWN, (read_envs(envs / "harness"), real_envs))
+    for diff, known in explained:
+        say(f"{name}: known: {diff} ({known.reason})")
+    for diff in unexplained:
+        say(f"{name}: DIFFERENCE: {diff}")
+    return {
+        "harness_seconds": round(time.monotonic() - t0),
+        "packages": len(theirs),
+        "differences": len(unexplained),
+        "known_differences": len(explained),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -243,9 +355,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     pythons = pick_pythons()
     results = {}
     for name in ns.config or ["cpu", "cuda"]:
-        results[name] = build_config(name, ns.work.resolve() / name, pythons)
+        try:
+            results[name] = build_config(name, ns.work.resolve() / name, pythons)
+        except FeedstockError as exc:  # the other config still runs; this one fails the check
+            say(f"{name}: FAILED: {exc}")
+            results[name] = {
+                "config": CONFIGS[name],
+                "error": str(exc),
+                "conda_build_exit": -1,
+                "differences": -1,
+            }
     print(json.dumps(results, indent=1))
-    return 0 if all(r["conda_build_exit"] == 0 for r in results.values()) else 1
+    return 0 if all(r["conda_build_exit"] == 0 and r["differences"] == 0 for r in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -27,11 +27,27 @@ from pathlib import Path
 from typing import Any
 
 ENV_KEYS = (
-    "PKG_NAME", "PKG_VERSION", "PKG_BUILDNUM", "PY_VER", "SP_DIR", "STDLIB_DIR", "PREFIX", "BUILD_PREFIX",
-    "SRC_DIR", "CMAKE_ARGS", "python", "blas_impl", "cuda_compiler_version", "with_magma", "target_platform",
-    "CI", "FEEDSTOCK_COMPILER_CACHE", "FEEDSTOCK_BUILD_TELEMETRY", "FEEDSTOCK_COMPILER_CACHE_CONF",
+    "PKG_NAME",
+    "PKG_VERSION",
+    "PKG_BUILDNUM",
+    "PY_VER",
+    "SP_DIR",
+    "STDLIB_DIR",
+    "PREFIX",
+    "BUILD_PREFIX",
+    "SRC_DIR",
+    "CMAKE_ARGS",
+    "python",
+    "blas_impl",
+    "cuda_compiler_version",
+    "with_magma",
+    "target_platform",
+    "CI",
+    "FEEDSTOCK_COMPILER_CACHE",
+    "FEEDSTOCK_BUILD_TELEMETRY",
+    "FEEDSTOCK_COMPILER_CACHE_CONF",
     "FEEDSTOCK_AWS_CREDENTIALS",
-)  # fmt: skip
+)
 """The variables of a script's environment compared (script_env names included: unset is a value)."""
 _HASH = re.compile(r"_h[0-9a-f]{7}_")
 
@@ -108,8 +124,10 @@ def _as_set(value: Any) -> set[str]:
 
 def _set_diff(package: str, name: str, ours: Any, theirs: Any) -> list[Difference]:
     a, b = _as_set(ours), _as_set(theirs)
-    return [Difference(package, name, v, "present" if v in a else "absent", "present" if v in b else "absent")
-            for v in sorted(a ^ b)]  # fmt: skip
+    return [
+        Difference(package, name, v, "present" if v in a else "absent", "present" if v in b else "absent")
+        for v in sorted(a ^ b)
+    ]
 
 
 def _file_diffs(key: str, ours: Mapping[str, FileView], theirs: Mapping[str, FileView]) -> list[Difference]:
@@ -162,11 +180,14 @@ def view_from_dir(root: Path, elf: ElfReader | None = None) -> PackageView:
                 if fh.read(4) == b"\x7fELF":
                     runpath, needed = elf(path)
         files[entry["_path"]] = FileView(
-            kind="link" if link else "file", target=os.readlink(path) if link else "",
-            placeholder="<prefix>" if entry.get("prefix_placeholder") else "", mode=entry.get("file_mode", "") if
-            entry.get("prefix_placeholder") else "", no_link=bool(entry.get("no_link")), runpath=runpath,
+            kind="link" if link else "file",
+            target=os.readlink(path) if link else "",
+            placeholder="<prefix>" if entry.get("prefix_placeholder") else "",
+            mode=entry.get("file_mode", "") if entry.get("prefix_placeholder") else "",
+            no_link=bool(entry.get("no_link")),
+            runpath=runpath,
             needed=needed,
-        )  # fmt: skip
+        )
     return PackageView(index, files, exports)
 
 

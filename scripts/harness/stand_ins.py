@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,30 +63,74 @@ SUBDIR = "linux-64"
 TRIPLET = activation.TRIPLETS[SUBDIR]
 # per-Python packages from PyPI wheels: conda name -> pip requirement
 WHEELS: dict[str, str] = {
-    "pip": "pip", "setuptools": "setuptools", "wheel": "wheel", "packaging": "packaging",
-    "pyyaml": "pyyaml", "typing_extensions": "typing_extensions", "six": "six",
-    "scikit-build-core": "scikit-build-core==1.0.3", "pathspec": "pathspec",
-}  # fmt: skip
+    "pip": "pip",
+    "setuptools": "setuptools",
+    "wheel": "wheel",
+    "packaging": "packaging",
+    "pyyaml": "pyyaml",
+    "typing_extensions": "typing_extensions",
+    "six": "six",
+    "scikit-build-core": "scikit-build-core==1.0.3",
+    "pathspec": "pathspec",
+}
 WHEEL_DEPENDS = {"scikit-build-core": ("packaging", "pathspec")}
 NO_FREETHREADED_WHEEL = frozenset({"pyyaml"})
 COMPILER_VERSION = "14.3.0"
 # the compiler wrappers: <triplet>-<name> -> the tool on this machine it runs
-GCC_TOOLS = {"cc": "gcc", "gcc": "gcc", "cpp": "cpp", "gcc-ar": "gcc-ar", "gcc-nm": "gcc-nm",
-             "gcc-ranlib": "gcc-ranlib", "ar": "ar", "ranlib": "ranlib", "ld": "ld", "nm": "nm",
-             "strip": "strip", "objdump": "objdump", "objcopy": "objcopy", "readelf": "readelf",
-             "as": "as", "size": "size", "strings": "strings", "addr2line": "addr2line"}  # fmt: skip
+GCC_TOOLS = {
+    "cc": "gcc",
+    "gcc": "gcc",
+    "cpp": "cpp",
+    "gcc-ar": "gcc-ar",
+    "gcc-nm": "gcc-nm",
+    "gcc-ranlib": "gcc-ranlib",
+    "ar": "ar",
+    "ranlib": "ranlib",
+    "ld": "ld",
+    "nm": "nm",
+    "strip": "strip",
+    "objdump": "objdump",
+    "objcopy": "objcopy",
+    "readelf": "readelf",
+    "as": "as",
+    "size": "size",
+    "strings": "strings",
+    "addr2line": "addr2line",
+}
 GXX_TOOLS = {"c++": "g++", "g++": "g++"}
 # what each compiler's activation exports besides the flags (ctng's activate-gcc.sh / -g++.sh)
-GCC_VARS = {"CC": "cc", "GCC": "gcc", "CPP": "cpp", "AR": "ar", "GCC_AR": "gcc-ar", "GCC_NM": "gcc-nm",
-            "GCC_RANLIB": "gcc-ranlib", "LD": "ld", "NM": "nm", "RANLIB": "ranlib", "STRIP": "strip",
-            "OBJDUMP": "objdump", "OBJCOPY": "objcopy", "READELF": "readelf", "AS": "as",
-            "CC_FOR_BUILD": "cc"}  # fmt: skip
+GCC_VARS = {
+    "CC": "cc",
+    "GCC": "gcc",
+    "CPP": "cpp",
+    "AR": "ar",
+    "GCC_AR": "gcc-ar",
+    "GCC_NM": "gcc-nm",
+    "GCC_RANLIB": "gcc-ranlib",
+    "LD": "ld",
+    "NM": "nm",
+    "RANLIB": "ranlib",
+    "STRIP": "strip",
+    "OBJDUMP": "objdump",
+    "OBJCOPY": "objcopy",
+    "READELF": "readelf",
+    "AS": "as",
+    "CC_FOR_BUILD": "cc",
+}
 GXX_VARS = {"CXX": "c++", "GXX": "g++", "CXX_FOR_BUILD": "c++"}
 
 
 def _record(name: str, version: str, build: str, depends: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
-    return {"name": name, "version": version, "build": build, "build_number": 0, "depends": list(depends),
-            "constrains": [], "subdir": SUBDIR, **extra}  # fmt: skip
+    return {
+        "name": name,
+        "version": version,
+        "build": build,
+        "build_number": 0,
+        "depends": list(depends),
+        "constrains": [],
+        "subdir": SUBDIR,
+        **extra,
+    }
 
 
 def _with_exports(pkg: Package, spec: str | None) -> Package:
@@ -140,8 +184,11 @@ def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -
     dist = next(p for p in sp.glob("*.dist-info"))
     version = dist.name[: -len(".dist-info")].rsplit("-", 1)[1]
     tag = abi_tag(cpython)
-    depends = [f"python >={cpython.short},<{next_minor(cpython.short)}.0a0",
-               f"python_abi {cpython.short}.* *_{tag}", *WHEEL_DEPENDS.get(name, ())]  # fmt: skip
+    depends = [
+        f"python >={cpython.short},<{next_minor(cpython.short)}.0a0",
+        f"python_abi {cpython.short}.* *_{tag}",
+        *WHEEL_DEPENDS.get(name, ()),
+    ]
     return Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, sorted(snapshot(root)))
 
 
@@ -168,15 +215,22 @@ def _activation_script(names: Iterable[str], tools: Mapping[str, str]) -> str:
     """An activation script exporting ``names`` of :func:`harness.activation.activation_env` and
     the tool variables ``tools`` (VAR -> wrapper suffix), with the prefixes as shell variables."""
     env = activation.activation_env(
-        SUBDIR, prefix=Path("${PREFIX:-$CONDA_PREFIX}"), build_prefix=Path("${CONDA_PREFIX}"),
-        src_dir=Path("${SRC_DIR}"), pkg_name="${PKG_NAME}", pkg_version="${PKG_VERSION}", cuda=False,
-    )  # fmt: skip
+        SUBDIR,
+        prefix=Path("${PREFIX:-$CONDA_PREFIX}"),
+        build_prefix=Path("${CONDA_PREFIX}"),
+        src_dir=Path("${SRC_DIR}"),
+        pkg_name="${PKG_NAME}",
+        pkg_version="${PKG_VERSION}",
+        cuda=False,
+    )
     lines = ["# stand-in of conda-forge's ctng-compiler-activation (harness/stand_ins.py)"]
     lines += [f'export {var}="${{CONDA_PREFIX}}/bin/{TRIPLET}-{tool}"' for var, tool in tools.items()]
     lines += [f'export {name}="{env[name]}"' for name in names]
     if "CMAKE_ARGS" in names:  # conda-forge/cmake-feedstock#196 (harness.activation.cmake_args)
-        lines.append('if [ -f "${PREFIX:-$CONDA_PREFIX}/bin/python" ]; then '
-                     'export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_POLICY_DEFAULT_CMP0094=NEW"; fi')  # fmt: skip
+        lines.append(
+            'if [ -f "${PREFIX:-$CONDA_PREFIX}/bin/python" ]; then '
+            'export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_POLICY_DEFAULT_CMP0094=NEW"; fi'
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -200,8 +254,15 @@ def compiler_package(name: str, tools: Mapping[str, str], script: str, work: Pat
 
 
 def _compilers(work: Path) -> list[Package]:
-    env = activation.activation_env(SUBDIR, prefix=Path("/p"), build_prefix=Path("/b"), src_dir=Path("/s"),
-                                    pkg_name="n", pkg_version="0", cuda=False)  # fmt: skip
+    env = activation.activation_env(
+        SUBDIR,
+        prefix=Path("/p"),
+        build_prefix=Path("/b"),
+        src_dir=Path("/s"),
+        pkg_name="n",
+        pkg_version="0",
+        cuda=False,
+    )
     gcc_names = [n for n in env if n != "CXXFLAGS"]
     gcc = compiler_package("gcc_linux-64", GCC_TOOLS, _activation_script(gcc_names, GCC_VARS), work)
     gxx = compiler_package("gxx_linux-64", GXX_TOOLS, _activation_script(["CXXFLAGS"], GXX_VARS), work)
@@ -211,10 +272,23 @@ def _compilers(work: Path) -> list[Package]:
 
 # the machine's runtime libraries, as the conda-forge packages that ship them lay them out (links
 # to this machine's copies: the miniature is compiled by its gcc against its glibc)
-RUNTIME_LIBS = {"libstdcxx": ("lib", ("libstdc++.so.6",)), "libgcc": ("lib", ("libgcc_s.so.1",)),
-                "libgomp": ("lib", ("libgomp.so.1",)),
-                "sysroot_linux-64": (f"{TRIPLET}/sysroot/lib64", ("libc.so.6", "libm.so.6", "libpthread.so.0",
-                                     "libdl.so.2", "librt.so.1", "libutil.so.1", "ld-linux-x86-64.so.2"))}  # fmt: skip
+RUNTIME_LIBS = {
+    "libstdcxx": ("lib", ("libstdc++.so.6",)),
+    "libgcc": ("lib", ("libgcc_s.so.1",)),
+    "libgomp": ("lib", ("libgomp.so.1",)),
+    "sysroot_linux-64": (
+        f"{TRIPLET}/sysroot/lib64",
+        (
+            "libc.so.6",
+            "libm.so.6",
+            "libpthread.so.0",
+            "libdl.so.2",
+            "librt.so.1",
+            "libutil.so.1",
+            "ld-linux-x86-64.so.2",
+        ),
+    ),
+}
 
 
 def runtime_package(rec: Mapping[str, Any], work: Path) -> Package:
@@ -224,8 +298,13 @@ def runtime_package(rec: Mapping[str, Any], work: Path) -> Package:
     pkg.record.pop("noarch", None)
     where, names = RUNTIME_LIBS[pkg.name]
     for name in names:
-        found = Path(os.path.realpath(subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True,
-                                                     text=True, check=True).stdout.strip()))  # fmt: skip
+        found = Path(
+            os.path.realpath(
+                subprocess.run(
+                    ["gcc", f"-print-file-name={name}"], capture_output=True, text=True, check=True
+                ).stdout.strip()
+            )
+        )
         if found.is_absolute() and found.exists():
             (pkg.root / where).mkdir(parents=True, exist_ok=True)
             (pkg.root / where / name).symlink_to(found)
@@ -289,10 +368,10 @@ def make_channel(
             }
             if rec["version"] in builds:
                 rec["constrains"] = [f"python {rec['version']}.* *{builds[rec['version']][2:]}"]
-        pkg = blas_runtime_package(rec, blas, work / "blas-runtime") if name != "python_abi" else None
+        found = blas_runtime_package(rec, blas, work / "blas-runtime") if name != "python_abi" else None
         if name in RUNTIME_LIBS:
-            pkg = runtime_package(rec, work)
-        made.append(_with_exports(pkg or empty_package(rec, work), first.get(name)))
+            found = runtime_package(rec, work)
+        made.append(_with_exports(found or empty_package(rec, work), first.get(name)))
     for pkg in made:
         build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
     index(channel_dir)
@@ -314,11 +393,13 @@ def cuda_packages(toolchain: cuda_toolchain.Toolchain, work: Path) -> list[Packa
         if root.exists():
             shutil.rmtree(root)
     cuda_toolchain.install_build_env(toolchain, nvcc_root)
-    env = activation.nvcc_env(SUBDIR, prefix=Path("${PREFIX:-$CONDA_PREFIX}"), cxx=f"${{CXX}}")
+    env = activation.nvcc_env(SUBDIR, prefix=Path("${PREFIX:-$CONDA_PREFIX}"), cxx="${CXX}")
     lines = [f'export {k}="{v}"' for k, v in env.items()]
-    lines.append('export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_FIND_ROOT_PATH=${PREFIX:-$CONDA_PREFIX};'
-                 f'${{CONDA_PREFIX}}/{TRIPLET}/sysroot;${{PREFIX:-$CONDA_PREFIX}}/{cuda_toolchain.TARGET_DIR};'
-                 f'${{CONDA_PREFIX}}/{cuda_toolchain.TARGET_DIR}"')  # fmt: skip
+    lines.append(
+        'export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_FIND_ROOT_PATH=${PREFIX:-$CONDA_PREFIX};'
+        f"${{CONDA_PREFIX}}/{TRIPLET}/sysroot;${{PREFIX:-$CONDA_PREFIX}}/{cuda_toolchain.TARGET_DIR};"
+        f'${{CONDA_PREFIX}}/{cuda_toolchain.TARGET_DIR}"'
+    )
     script = nvcc_root / "etc" / "conda" / "activate.d" / "~cuda-nvcc_activate.sh"
     script.parent.mkdir(parents=True)
     script.write_text("\n".join(lines) + "\n")
