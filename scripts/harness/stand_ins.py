@@ -192,6 +192,17 @@ def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -
     return Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, sorted(snapshot(root)))
 
 
+def empty_python_package(name: str, cpython: CPython, work: Path) -> Package:
+    """An empty build of ``name`` for a Python PyPI has no wheel of it for (PyYAML for 3.13t): the
+    harness lists it as ignored in that host env, as nothing the build runs imports it."""
+    tag = abi_tag(cpython)
+    depends = [
+        f"python >={cpython.short},<{next_minor(cpython.short)}.0a0",
+        f"python_abi {cpython.short}.* *_{tag}",
+    ]
+    return empty_package(_record(name, "6.0.3", f"py{tag[2:]}_h0_0", depends), work)
+
+
 def tool_package(name: str, work: Path, cache: Path | None) -> Package:
     """``cmake`` / ``ninja`` from their PyPI wheels: the wheel's ``<name>/data/{bin,share}`` tree."""
     with tempfile.TemporaryDirectory(prefix=f"{name}-wheel-") as tmp:
@@ -343,7 +354,9 @@ def make_channel(
         made.append(_with_exports(py, f"python {value}"))
         made.append(_with_exports(numpy_package(cpython, work, cache), first.get("numpy")))
         for name in WHEELS:
-            if not (cpython.freethreaded and name in NO_FREETHREADED_WHEEL):
+            if cpython.freethreaded and name in NO_FREETHREADED_WHEEL:
+                made.append(empty_python_package(name, cpython, work))
+            else:
                 made.append(wheel_package(name, cpython, work, cache))
     made += [tool_package("cmake", work, cache), tool_package("ninja", work, cache)]
     for pkg in _compilers(work):
