@@ -15,9 +15,11 @@ in these versions) and the PyPI packages of ``scripts/cross_checks/requirements.
    ``conda-smithy rerender`` with the pinned conda-forge-pinning checkout as
    ``--exclusive-config-file`` (``CONDA_SMITHY_RERENDER``);
 2. ``scripts/cross_checks/smithy_lint.py``: ``conda smithy lint --conda-forge recipe``, which
-   must report no lint and no hint.
+   must report no lint and no hint;
+3. ``scripts/cross_checks/real_build.py`` (unless ``--no-build``): the recipe built by conda-build
+   from a channel of stand-ins, test phase included, and the harness's packages compared with it.
 
-Exits 1 if either fails. ``--sources DIR`` (or ``FEEDSTOCK_CROSS_CHECK_SOURCES``) is a directory
+Exits 1 if any fails. ``--sources DIR`` (or ``FEEDSTOCK_CROSS_CHECK_SOURCES``) is a directory
 with one entry per source, named as in ``SOURCES`` (``conda``, ``conda-build``, ...): a git
 repository (bare or not) holding the pinned tag or commit, or a source tree taken as that
 version. Without it the sources are fetched from GitHub at the pinned refs.
@@ -50,6 +52,7 @@ SOURCES_ENV = "FEEDSTOCK_CROSS_CHECK_SOURCES"
 REQUIRE_ENV = "FEEDSTOCK_REQUIRE_CROSS_CHECKS"
 REQUIREMENTS = SCRIPTS / "cross_checks" / "requirements.txt"
 LINT = SCRIPTS / "cross_checks" / "smithy_lint.py"
+REAL_BUILD = SCRIPTS / "cross_checks" / "real_build.py"
 MIN_PYTHON = (3, 11)  # conda-smithy's requires-python
 
 CROSS_CHECKS = (
@@ -302,6 +305,8 @@ def cross_check(work: Path, ns: argparse.Namespace, sources: Sequence[Source]) -
     )
     pinning = src / "conda-forge-pinning-feedstock" / "recipe"
     step("lint", [python, str(LINT), "--pinning", str(pinning), str(REPO / "recipe")], env, results)
+    if not ns.no_build:
+        step("conda-build", [python, str(REAL_BUILD), "--work", str(work / "real-build")], env, results)
     return results
 
 
@@ -332,6 +337,9 @@ def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, tuple[Source,
         "--ref", action="append", default=[], metavar="NAME=REF", help="another tag or commit of a source"
     )
     p.add_argument("--python", default=sys.executable, help="the environment's interpreter (3.11+)")
+    p.add_argument(
+        "--no-build", action="store_true", help="skip building the recipe with conda-build (real_build.py)"
+    )
     p.add_argument("--workdir", type=Path, help="build here and keep it (default: a temporary directory)")
     ns = p.parse_args(argv)
     sources = with_refs(ns.ref)

@@ -374,6 +374,10 @@ EXTERNAL_RUN_EXPORTS: dict[
     "python": (_python_abi, None),
     "numpy": (lambda spec: ["numpy >=1.23,<3"], None),
     "libmagma-devel": (lambda spec: ["libmagma"], None),
+    # blas-feedstock / lapack-feedstock: pin_subpackage(<name>, max_pin="x") on every build
+    "libblas": (lambda spec: ["libblas >=3.9.0,<4.0a0"], None),
+    "libcblas": (lambda spec: ["libcblas >=3.9.0,<4.0a0"], None),
+    "liblapack": (lambda spec: ["liblapack >=3.9.0,<4.0a0"], None),
     "mkl-devel": (lambda spec: ["mkl"], None),
     "cuda-cudart-dev": (lambda spec: ["cuda-cudart"], None),
     "gcc_linux-*": (None, lambda spec: _lower_bound("libgcc")(spec)),
