@@ -180,6 +180,15 @@ def test_build_prefix_strings_in_a_binary_and_a_text_file(prefix: Path) -> None:
 # conda-build's build folder on conda-forge's CI: <croot>/<top-level name>_<milliseconds>
 CONDA_FORGE_BUILD = f"/home/conda/feedstock_root/build_artifacts/{TOP_LEVEL}_1764300000000"
 COMPILER = f"{CONDA_FORGE_BUILD}/_build_env/bin/x86_64-conda-linux-gnu-c++"
+HOST = f"{CONDA_FORGE_BUILD}/_h_env_placehold_placehold_placehold"
+# CMAKE_CXX_FLAGS of a conda-forge build: the activation's CXXFLAGS (scripts/harness/activation.py)
+CXX_FLAGS = (
+    "-fvisibility-inlines-hidden -fmessage-length=0 -march=nocona -mtune=haswell -ftree-vectorize -fPIC "
+    "-fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -fno-merge-constants "
+    f"-isystem {HOST}/include "
+    f"-fdebug-prefix-map={CONDA_FORGE_BUILD}/work=/usr/local/src/conda/{LIBTORCH}-2.14.1 "
+    f"-fdebug-prefix-map={HOST}=/usr/local/src/conda-prefix"
+)
 # c10's error check, as c10/util/Exception.h's TORCH_CHECK: the message carries __FILE__
 C10_SOURCE = """
 #include <stdio.h>
@@ -187,11 +196,20 @@ C10_SOURCE = """
   do { if (!(cond)) fprintf(stderr, "%s:%d: %s\\n", __FILE__, __LINE__, msg); } while (0)
 int allocate(long n) { TORCH_CHECK(n >= 0, "negative size"); return n > 0; }
 """
-# the build settings as the real ones record the compiler (CAFFE2_BUILD_STRINGS, a key-value map)
-# and as torch.__config__.show() prints them
+# the build settings as the real ones record the compiler and its flags (CAFFE2_BUILD_STRINGS, a
+# key-value map) and as torch.__config__.show() prints them
 BUILD_SETTINGS = f"""
-const char *build_strings[][2] = {{{{"CXX_COMPILER", "{COMPILER}"}}, {{"BUILD_TYPE", "Release"}}}};
+const char *build_strings[][2] = {{
+  {{"CXX_COMPILER", "{COMPILER}"}}, {{"CXX_FLAGS", " {CXX_FLAGS}"}}, {{"BUILD_TYPE", "Release"}}}};
 const char *shown = "CXX_COMPILER={COMPILER}";
+const char *shown_flags = "CXX_FLAGS= {CXX_FLAGS}";
+"""
+# the installed header that defines the map, as upstream's macros.h.in writes it (raw strings)
+MACROS_H = f"""#define CAFFE2_BUILD_STRINGS {{ \\
+  {{"TORCH_VERSION", "2.14.1"}}, \\
+  {{"CXX_COMPILER", R"PYT({COMPILER})PYT"}}, \\
+  {{"CXX_FLAGS", R"PYT( {CXX_FLAGS})PYT"}}, \\
+}}
 """
 
 
@@ -215,21 +233,25 @@ def _check(prefix: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_file_and_compiler_strings_of_a_conda_forge_build_are_explained(prefix: Path, tmp_path: Path) -> None:
-    """What every conda-forge libtorch holds: __FILE__ under <build>/work and the recorded compiler
-    under <build>/_build_env/bin; known.json says why each is harmless."""
+    """What every conda-forge libtorch holds: __FILE__ under <build>/work, the recorded compiler
+    under <build>/_build_env/bin and the recorded flags naming <build>/work and the host prefix;
+    known.json says why each is harmless."""
     _library_of_a_conda_forge_build(tmp_path / "croot", prefix)
-    macros = prefix / "include/caffe2/core/macros.h"  # the installed header that defines the map
+    macros = prefix / "include/caffe2/core/macros.h"
     macros.parent.mkdir(parents=True)
-    macros.write_text(f'#define CAFFE2_BUILD_STRINGS {{ \\\n  {{"CXX_COMPILER", "{COMPILER}"}}, \\\n}}\n')
+    macros.write_text(MACROS_H)
+    flags = "build path(s) in the compiler flags the build settings record"
     found = sorted((f.path, f.detail.split(", e.g.")[0]) for f in findings(prefix))
     assert found == [
+        ("include/caffe2/core/macros.h", f"{flags}: 3"),
         ("include/caffe2/core/macros.h", "compiler path the build settings record: 1"),
         ("lib/libsrcpaths.so", "__FILE__ source path(s) under the build's work dir: 1"),
+        ("lib/libsrcpaths.so", f"{flags}: 6"),
         ("lib/libsrcpaths.so", "compiler path the build settings record: 2"),
     ]
     done = _check(prefix, "--show-explained")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "error checks (TORCH_CHECK" in done.stdout and "CAFFE2_BUILD_STRINGS" in done.stdout
+    assert "error checks (TORCH_CHECK" in done.stdout and "CMAKE_CXX_FLAGS" in done.stdout
 
 
 def test_a_runpath_into_the_build_folder_still_fails(prefix: Path, tmp_path: Path) -> None:
@@ -246,20 +268,27 @@ def test_a_runpath_into_the_build_folder_still_fails(prefix: Path, tmp_path: Pat
 
 
 def test_build_paths_that_are_used_stay_findings(prefix: Path) -> None:
-    """Not a __FILE__ nor a recorded compiler: a work-dir path that is not a source file, a
-    compiler path with no build settings around it, and either string in a text file."""
+    """Not a __FILE__ nor a recorded compiler or flags: a work-dir path that is not a source file,
+    a compiler path or flags with no build settings around them, a recorded setting's path that no
+    path option names, and any of them in a text file."""
     gcc(prefix / "lib/libplugins.so", f'const char *dir = "{CONDA_FORGE_BUILD}/work/build/plugins";\n')
     gcc(prefix / "lib/libcc.so", f'const char *cxx = "{COMPILER}";\n')
+    gcc(prefix / "lib/libflags.so", f'const char *flags = "{CXX_FLAGS}";\n')
+    lib = f"{CONDA_FORGE_BUILD}/work/build/lib"
+    gcc(prefix / "lib/libset.so", f'const char *s[] = {{"CXX_FLAGS", "-O2 {lib}", "CXX_FLAGS=-L {lib}"}};\n')
     cmake = prefix / "share/cmake/Torch/TorchConfig.cmake"
     cmake.parent.mkdir(parents=True)
     cmake.write_text(
         f'set(CMAKE_CXX_COMPILER "{COMPILER}")\n# {CONDA_FORGE_BUILD}/work/c10/core/Allocator.cpp\n'
+        f'set(CMAKE_CXX_FLAGS "{CXX_FLAGS}")\n'
     )
     found = {(f.path, f.detail.split(",")[0]) for f in findings(prefix)}
     assert found == {
         ("lib/libplugins.so", "1 build-prefix string(s)"),
         ("lib/libcc.so", "1 build-prefix string(s)"),
-        ("share/cmake/Torch/TorchConfig.cmake", "2 build-prefix string(s)"),
+        ("lib/libflags.so", "3 build-prefix string(s)"),
+        ("lib/libset.so", "2 build-prefix string(s)"),
+        ("share/cmake/Torch/TorchConfig.cmake", "5 build-prefix string(s)"),
     }
 
 

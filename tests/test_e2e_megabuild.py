@@ -223,13 +223,16 @@ def test_no_runpath_points_into_the_build_machine(run: RunResult) -> None:
 def test_the_libraries_carry_the_build_paths_every_conda_forge_build_carries(run: RunResult) -> None:
     """conda-build's layout reaches the binaries as in a real build: __FILE__ of c10's TORCH_CHECK
     names the source under the build folder's work/, and the build settings record the compiler
-    under its _build_env/bin (CMAKE_CXX_COMPILER from the activation's CXX)."""
+    under its _build_env/bin (CMAKE_CXX_COMPILER from the activation's CXX) and its flags, which
+    name work/ (CMAKE_CXX_FLAGS from the activation's CXXFLAGS: -fdebug-prefix-map=$SRC_DIR=...)."""
     assert run.folder.root.name.startswith(f"{model.TOP_LEVEL}_") and run.src_dir == run.folder.work
     assert len(str(run.prefix)) == 255 and run.prefix.name.startswith("_h_env_placehold_placehold")
     root = _pkg_root(run, model.LIBTORCH)
     assert f"{run.folder.work}/c10/core/Allocator.cpp\0".encode() in (root / "lib/libc10.so").read_bytes()
     compiler = f"{run.folder.build_prefix}/bin/x86_64-conda-linux-gnu-c++\0".encode()
     assert compiler in (root / "lib/libtorch_cpu.so").read_bytes()
+    debug_map = f"-fdebug-prefix-map={run.folder.work}=/usr/local/src/conda/{model.LIBTORCH}-".encode()
+    assert debug_map in (root / "lib/libtorch_cpu.so").read_bytes()
 
 
 # ------------------------------------------------------------------------------------------------

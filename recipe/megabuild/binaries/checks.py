@@ -12,18 +12,19 @@ from megabuild.binaries import elf, macho, pe
 from megabuild.binaries.buffer import BinaryFormatError, Buffer, mapped
 from megabuild.binaries.findings import Finding
 from megabuild.binaries.linkage import Tree, elf_findings, macho_findings, pe_findings
-from megabuild.binaries.prefix_strings import COMPILER, PATH, SOURCE, scan
+from megabuild.binaries.prefix_strings import COMPILER, FLAGS, PATH, SOURCE, scan
 from megabuild.errors import MegabuildError
 
 Opener = Callable[[str], AbstractContextManager[Buffer]]
 """Opens a file by its path relative to the prefix (default: memory-maps it)."""
 _GLIBC = re.compile(r"GLIBC_(\d+(?:\.\d+)+)")
-# the detail of a prefix finding by kind (prefix_strings); known.json names the last two by their
+# the detail of a prefix finding by kind (prefix_strings); known.json names all but PATH by their
 # words, which a PATH finding (it starts with its count) never begins with
 PREFIX_DETAILS = {
     PATH: "{} build-prefix string(s), e.g. {!r}",
     SOURCE: "__FILE__ source path(s) under the build's work dir: {}, e.g. {!r}",
     COMPILER: "compiler path the build settings record: {}, e.g. {!r}",
+    FLAGS: "build path(s) in the compiler flags the build settings record: {}, e.g. {!r}",
 }
 
 
