@@ -18,7 +18,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from feedstock.telemetry import edge_kind, edge_target, edges_between, parse_ninja_log
+from feedstock.telemetry import edges_between, parse_ninja_log
+from megabuild.ninja_tool import edge_kind, edge_target
 
 _STATUS = re.compile(r"^\s*\[(?P<k>\d+)/(?P<n>\d+)\] (?P<desc>.*)$")
 _DESC = re.compile(
