@@ -204,6 +204,26 @@ def _cuda_version_record(version: str) -> dict[str, Any]:
     }
 
 
+ARM_VARIANT = "arm-variant"
+ARM_VARIANT_FEATURE = "arm-variant-tegra"
+
+
+def _arm_variant_record(build: str) -> dict[str, Any]:
+    """conda-forge's ``arm-variant`` (noarch, one build per variant). Its description says "The
+    default is SBSA. Select the tegra 'arm-variant' package by installing 'arm-variant=*=tegra'";
+    modelled here as a track feature on every build but sbsa (the real mechanism is not checked)."""
+    return {
+        "name": ARM_VARIANT,
+        "version": "1.2.0",
+        "build": build,
+        "build_number": 0,
+        "depends": [],
+        "constrains": [],
+        "noarch": "generic",
+        **({"track_features": ARM_VARIANT_FEATURE} if build != "sbsa" else {}),
+    }
+
+
 def _explicit_names() -> frozenset[str]:
     return frozenset({"python", "python_abi", "nomkl", *BLAS_LIBS})
 
@@ -224,6 +244,8 @@ def stand_in_records(
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
+    * ``arm-variant * <variant>``: one build named after the variant; all but ``sbsa`` carry a
+      track feature (conda-forge's default is sbsa);
     * names in :data:`PER_PYTHON` get one build per Python (depending on that ``python_abi``);
     * anything else: one ``noarch: generic`` record without dependencies per distinct version
       spec, at a version satisfying it (build strings follow any build glob in the spec).
@@ -252,6 +274,8 @@ def stand_in_records(
             version = satisfying_version(version_spec)
             if name == "cuda-version":
                 record = _cuda_version_record(".".join(version.split(".")[:2]))
+            elif name == ARM_VARIANT:
+                record = _arm_variant_record(build_glob or "sbsa")
             elif name in PER_PYTHON:
                 for py, tag in _abi_tags(freethreaded):
                     record = {
