@@ -30,7 +30,11 @@ from typing import Any
 from feedstock.channel import Channel, Installed, SolveError, write_channel
 from feedstock.errors import run_main
 from feedstock.outputs import load_outputs
-from feedstock.paths import REPO
+from feedstock.paths import RECIPE, REPO
+
+sys.path.insert(0, str(RECIPE))  # megabuild.model: which build is the Tegra one
+
+from megabuild import model
 
 INTERESTING: tuple[str, ...] = (
     "python",
@@ -100,10 +104,13 @@ TEGRA_CUDA = "12.6"  # JetPack 6's driver
 
 
 def _tegra_build(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> str | None:
-    """The CUDA tag (``cuda129``) of the linux-aarch64 pytorch that depends on ``arm-variant * tegra``."""
+    """The CUDA tag (``cuda129``) of the linux-aarch64 Tegra build (megabuild.model.TEGRA's CUDA),
+    if the channel has it; told by its CUDA version, not by what it depends on."""
+    tags = {"cuda" + v.replace(".", "") for v in model.TEGRA.cuda_versions}
     for r in records.get("linux-aarch64", ()):
-        if r["name"] == "pytorch" and TEGRA in r["depends"]:
-            return str(r["build"]).split("_", 1)[0]
+        tag = str(r["build"]).split("_", 1)[0]
+        if r["name"] == "pytorch" and tag in tags:
+            return tag
     return None
 
 

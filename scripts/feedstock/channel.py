@@ -206,6 +206,8 @@ def _cuda_version_record(version: str) -> dict[str, Any]:
 
 ARM_VARIANT = "arm-variant"
 ARM_VARIANT_FEATURE = "arm-variant-tegra"
+ARM_VARIANT_SUBDIRS = ("linux-aarch64",)
+ARM_VARIANT_BUILDS = ("sbsa", "tegra")
 
 
 def _arm_variant_record(build: str) -> dict[str, Any]:
@@ -225,7 +227,7 @@ def _arm_variant_record(build: str) -> dict[str, Any]:
 
 
 def _explicit_names() -> frozenset[str]:
-    return frozenset({"python", "python_abi", "nomkl", *BLAS_LIBS})
+    return frozenset({"python", "python_abi", "nomkl", ARM_VARIANT, *BLAS_LIBS})
 
 
 def stand_in_records(
@@ -244,8 +246,8 @@ def stand_in_records(
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
-    * ``arm-variant * <variant>``: one build named after the variant; all but ``sbsa`` carry a
-      track feature (conda-forge's default is sbsa);
+    * linux-aarch64: ``arm-variant`` ``sbsa`` and ``tegra`` builds, always present; all but
+      ``sbsa`` carry a track feature (conda-forge's default is sbsa);
     * names in :data:`PER_PYTHON` get one build per Python (depending on that ``python_abi``);
     * anything else: one ``noarch: generic`` record without dependencies per distinct version
       spec, at a version satisfying it (build strings follow any build glob in the spec).
@@ -255,6 +257,8 @@ def stand_in_records(
     pending = [dep for r in records for dep in r.get("depends", [])]
     freethreaded = tuple(freethreaded)
     out: list[dict[str, Any]] = [*_python_records(freethreaded), *_blas_records(subdir)]
+    if subdir in ARM_VARIANT_SUBDIRS:  # on conda-forge whether or not a package depends on it
+        out += [_arm_variant_record(build) for build in ARM_VARIANT_BUILDS]
     pending += [dep for r in out for dep in r["depends"]]
     seen: set[str] = set()
     while pending:
@@ -274,8 +278,6 @@ def stand_in_records(
             version = satisfying_version(version_spec)
             if name == "cuda-version":
                 record = _cuda_version_record(".".join(version.split(".")[:2]))
-            elif name == ARM_VARIANT:
-                record = _arm_variant_record(build_glob or "sbsa")
             elif name in PER_PYTHON:
                 for py, tag in _abi_tags(freethreaded):
                     record = {
