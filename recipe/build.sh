@@ -23,6 +23,10 @@ echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_c
 echo "cuda_compiler_version: ${cuda_compiler_version}"
 echo "blas_impl: ${blas_impl}"
 echo "target_platform: ${target_platform}"
+if [[ -v arm_variant_type ]]; then
+    # conda-forge's arm variant (sbsa or tegra): linux-aarch64 configs only
+    echo "arm_variant_type: ${arm_variant_type}"
+fi
 
 ############################ compiler and linker ############################
 # PyTorch sets the C++ standard itself (C++20 since 2.13) and warns if the

@@ -30,7 +30,11 @@ from typing import Any
 from feedstock.channel import Channel, Installed, SolveError, write_channel
 from feedstock.errors import run_main
 from feedstock.outputs import load_outputs
-from feedstock.paths import REPO
+from feedstock.paths import RECIPE, REPO
+
+sys.path.insert(0, str(RECIPE))  # megabuild.model: which build is the Tegra one
+
+from megabuild import model
 
 INTERESTING: tuple[str, ...] = (
     "python",
@@ -92,6 +96,46 @@ class Outcome:
             elif glob is not None and (got is None or not fnmatch.fnmatchcase(got.build, glob)):
                 problems.append(f"{name}: expected build {glob}, got {got.build if got else 'nothing'}")
         return problems
+
+
+TEGRA = "arm-variant * tegra"
+"""What a Jetson (Orin, JetPack 6) has installed: conda-forge's Tegra CUDA packages."""
+TEGRA_CUDA = "12.6"  # JetPack 6's driver
+
+
+def _tegra_build(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> str | None:
+    """The CUDA tag (``cuda129``) of the linux-aarch64 Tegra build (megabuild.model.TEGRA's CUDA),
+    if the channel has it; told by its CUDA version, not by what it depends on."""
+    tags = {"cuda" + v.replace(".", "") for v in model.TEGRA.cuda_versions}
+    for r in records.get("linux-aarch64", ()):
+        tag = str(r["build"]).split("_", 1)[0]
+        if r["name"] == "pytorch" and tag in tags:
+            return tag
+    return None
+
+
+def tegra_scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenario]:
+    """A Jetson (the tegra arm-variant installed) gets the Tegra build and never an SBSA one; an
+    SBSA server (conda-forge's default arm variant) never gets the Tegra build."""
+    tag = _tegra_build(records)
+    if tag is None:
+        return []
+    p = "linux-aarch64"
+    sbsa = "arm-variant * sbsa"
+    return [
+        Scenario(
+            "jetson",
+            p,
+            ("pytorch", TEGRA),
+            TEGRA_CUDA,
+            {"pytorch": f"{tag}_generic_py*", "arm-variant": "tegra"},
+        ),
+        Scenario("jetson-no-sbsa-build", p, ("pytorch * cuda126_*", TEGRA), TEGRA_CUDA, unsat=True),
+        Scenario(
+            "sbsa-server", p, ("pytorch",), "12.9", {"pytorch": "cuda126_generic_py*", "arm-variant": "sbsa"}
+        ),
+        Scenario("sbsa-server-no-tegra-build", p, (f"pytorch * {tag}_*", sbsa), "12.9", unsat=True),
+    ]
 
 
 def _builds_cuda13(records: Mapping[str, Iterable[Mapping[str, Any]]], platform: str) -> bool:
@@ -174,6 +218,7 @@ def scenarios(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Scenar
                     {"libtorch-cuda-linalg": "cuda130_generic_nomagma_*", "libmagma": None},
                 ),
             ]
+        out += tegra_scenarios(records)
     if "win-64" in pys:
         p = "win-64"  # MKL only, no libtorch-cuda-linalg (torch_cuda.dll links MAGMA)
         out += [

@@ -165,9 +165,11 @@ UPSTREAM_ARCHES = {
     ("12.6", "linux-aarch64"): "8.0;9.0+PTX",
     ("12.9", "win-64"): "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
     ("13.0", "linux-64"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
-    ("13.0", "linux-aarch64"): "8.0;9.0;10.0;11.0;12.0+PTX",
+    # conda-forge adds Jetson Orin (8.7): SBSA-compliant from CUDA 13 on, no Tegra build covers it
+    ("13.0", "linux-aarch64"): "8.0;8.7;9.0;10.0;11.0;12.0+PTX",
     ("13.0", "win-64"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
 }
+TEGRA_ARCHES = {"12.9": "8.7+PTX"}  # Jetson Orin only, as conda-forge's Tegra build
 
 
 def _win_env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -217,6 +219,24 @@ def test_cuda_environment_of_build_sh(
     assert (exported["USE_CUDA"], exported["USE_MAGMA"], exported["CUDA_VERSION"]) == ("1", "0", cuda)
     assert exported.get("USE_PRIORITIZED_TEXT_FOR_LD") == ("1" if target == "linux-aarch64" else None)
     assert exported["CMAKE_ARGS"].endswith(f"/targets/{targets_dir}")
+
+
+@pytest.mark.parametrize("cuda", sorted(TEGRA_ARCHES))
+def test_tegra_environment_of_build_sh(tmp_path: Path, cuda: str) -> None:
+    """linux-aarch64 with arm_variant_type=tegra: Orin's architecture, the Tegra CUDA target dir."""
+    exported = run_build_sh(
+        tmp_path, target_platform="linux-aarch64", cuda_compiler_version=cuda, blas_impl="generic",
+        arm_variant_type="tegra",
+    )  # fmt: skip
+    assert exported["TORCH_CUDA_ARCH_LIST"] == TEGRA_ARCHES[cuda]
+    assert exported["CMAKE_ARGS"].endswith(
+        f"-DCUDAToolkit_TARGET_DIR={exported['PREFIX']}/targets/aarch64-linux"
+    )
+    sbsa = run_build_sh(
+        tmp_path / "sbsa", target_platform="linux-aarch64", cuda_compiler_version="13.0",
+        blas_impl="generic", arm_variant_type="sbsa",
+    )  # fmt: skip
+    assert sbsa["CMAKE_ARGS"].endswith("/targets/sbsa-linux")
 
 
 @pytest.mark.parametrize(
@@ -277,7 +297,11 @@ def test_a_planted_change_reaches_both_scripts(tmp_path: Path) -> None:
      ({"cuda_compiler_version": "11.8"}, "no CUDA architecture list for CUDA 11.8 on linux-64"),
      ({"blas_impl": "openblas"}, "unsupported blas_impl 'openblas' on linux-64"),
      ({"target_platform": "linux-aarch64", "blas_impl": "mkl"},
-      "unsupported blas_impl 'mkl' on linux-aarch64")],
+      "unsupported blas_impl 'mkl' on linux-aarch64"),
+     ({"target_platform": "linux-aarch64", "blas_impl": "generic", "cuda_compiler_version": "12.6",
+       "arm_variant_type": "tegra"}, "the tegra arm variant builds CUDA 12.9 only, not 12.6"),
+     ({"target_platform": "linux-aarch64", "blas_impl": "generic", "arm_variant_type": "orin"},
+      "arm_variant_type 'orin' is not one the feedstock builds (sbsa, tegra)")],
 )  # fmt: skip
 def test_build_sh_stops_on_an_unknown_target(tmp_path: Path, variables: dict[str, str], message: str) -> None:
     base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PREFIX": sys.prefix, "SRC_DIR": str(tmp_path),

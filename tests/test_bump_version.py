@@ -332,6 +332,22 @@ def test_unknown_version_on_the_index(base: Setup, tmp_path: Path) -> None:
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
 
 
+def test_a_release_candidate_says_what_it_could_not_check(base: Setup, tmp_path: Path) -> None:
+    """rc wheels are never on PyPI: an index without the rc is no reason to stop; the report names
+    what went unchecked, the rc's source tarball, and checks the pytorch_rc label."""
+    links = Wheel(NEW, base.rows[:3]).write(tmp_path / "links").parent
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "9.2.0rc1", "--platforms", "osx-arm64", "--cache",
+         str(tmp_path / "cache"), "--feedstock", str(base.feedstock)],
+        capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path,
+        env=_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links)),
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "download.pytorch.org/whl/test" in res.stdout and "patches, split" in res.stdout, res.stdout
+    assert "pytorch-v9.2.0-rc1.tar.gz" in res.stdout, res.stdout
+    assert "ok     an rc version builds only for conda-forge pytorch_rc" in res.stdout
+
+
 def test_no_network_is_one_line(tmp_path: Path) -> None:
     """pip pointed at a port nobody listens on: one line, exit 2, nothing downloaded."""
     with socket.socket() as probe:

@@ -143,7 +143,8 @@ def git(repo: Path, *args: str) -> None:
     )
 
 
-def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
+def rerendered(repo_root: Path, tmp_path: Path, version: str | None = None) -> Path:
+    """A copy of the checkout (with meta.yaml's version set to ``version``), rerendered by conda-smithy."""
     command = os.environ.get("CONDA_SMITHY_RERENDER")
     if not command:
         if shutil.which("conda-smithy") is None:
@@ -152,10 +153,36 @@ def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
     copy = tmp_path / "feedstock"
     ignore = shutil.ignore_patterns(".git", "build_artifacts", "__pycache__", ".pytest_cache", ".ruff_cache")
     shutil.copytree(repo_root, copy, ignore=ignore, symlinks=True)
+    if version is not None:
+        meta = copy / "recipe" / "meta.yaml"
+        text, count = re.subn(r'^\{% set version = "[^"]+" %\}$', f'{{% set version = "{version}" %}}',
+                              meta.read_text(), flags=re.MULTILINE)  # fmt: skip
+        assert count == 1, "meta.yaml's version line changed: update this test"
+        meta.write_text(text)
     for args in (["init", "-q"], ["add", "-A", "-f", "."], ["commit", "-qm", "snapshot"]):
         git(copy, *args)
     proc = subprocess.run([*shlex.split(command), str(copy)], capture_output=True, text=True, timeout=2700)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return copy
+
+
+def test_a_release_candidate_rerenders_to_pytorch_rc_configs_only(repo_root: Path, tmp_path: Path) -> None:
+    """An rc version: every config uploads to the pytorch_rc label (the committed, release ones to
+    main), the same configs otherwise (channel_targets zipped with is_rc, meta.yaml's skip)."""
+    release = sorted(p.name for p in (repo_root / ".ci_support").glob("*.yaml"))
+    assert release and all("channel_targetsconda-forge_main" in n and "is_rcFalse" in n for n in release)
+    candidate = sorted(
+        p.name for p in (rerendered(repo_root, tmp_path, "2.16.0rc1") / ".ci_support").glob("*.yaml")
+    )
+    expected = [
+        n.replace("conda-forge_main", "conda-forge_pytorch_rc").replace("is_rcFalse", "is_rcTrue")
+        for n in release
+    ]
+    assert candidate == sorted(expected)
+
+
+def test_files_match_a_fresh_rerender(repo_root: Path, tmp_path: Path) -> None:
+    copy = rerendered(repo_root, tmp_path)
     ours, theirs = generated_files(repo_root), generated_files(copy)
     assert sorted(ours) == sorted(theirs), "the rerender adds or removes generated files"
     for rel in ours:

@@ -243,3 +243,23 @@ def test_carried_migrations_are_applied_to_the_configs() -> None:
                 for config in users:
                     have = config.get(key)
                     assert have == want, f"{config.name}: {key} {have}, {path.name} says {want}"
+
+
+def test_the_tegra_config_is_the_models() -> None:
+    """linux_aarch64_tegra selects the one Tegra config, with megabuild.model's facts (CUDA, glibc);
+    the alias tokens are the model's arm variants (configs.py cannot import recipe/)."""
+    from feedstock.configs import ARM_VARIANTS
+    from megabuild import model
+
+    assert tuple(v.name for v in model.ARM_VARIANTS) == ARM_VARIANTS
+    configs = list_configs(ROOT)
+    aarch64 = [c for c in configs if c.subdir == "linux-aarch64"]
+    if not aarch64:
+        pytest.skip(".ci_support/ has no linux-aarch64 configs yet")
+    (tegra,) = resolve_configs("linux_aarch64_tegra", configs)
+    assert short_alias(tegra, configs) == "linux_aarch64_tegra"
+    assert tegra.get("arm_variant_type") == [model.TEGRA.name]
+    assert tegra.get("cuda_compiler_version") == list(model.TEGRA.cuda_versions)
+    assert tegra.get("c_stdlib_version") == [model.TEGRA.c_stdlib_version]
+    sbsa = resolve_configs("linux_aarch64_sbsa", configs)
+    assert sorted(c.name for c in sbsa) == sorted(c.name for c in aarch64 if c is not tegra)

@@ -72,6 +72,14 @@ MUTATIONS = [
         ("linux_64_cpu_mkl", "linux_64_cuda12.6_mkl"),
         ("cpu", "gpu-meta-no-gpu"),
     ),
+    # without the arm-variant build requirement nothing ties a build to its CUDA packages' variant
+    Mutation(
+        "no-arm-variant-requirement",
+        r"^ *- arm-variant \* \{\{ arm_variant_type \}\} .*\n",
+        "",
+        ("linux_aarch64_tegra", "linux_aarch64_cuda12.6"),
+        ("jetson-no-sbsa-build", "sbsa-server-no-tegra-build"),
+    ),
 ]
 
 

@@ -173,6 +173,31 @@ def test_aarch64_gets_the_build_of_its_cuda_driver(
     assert_same_build(env)
 
 
+@pytest.mark.parametrize("py", PYTHONS)
+def test_a_jetson_gets_the_tegra_build_and_never_an_sbsa_one(channel: Channel, py: str) -> None:
+    """A Jetson (JetPack 6's CUDA 12.6 driver, conda-forge's tegra arm-variant installed) gets the
+    Tegra CUDA 12.9 build; asking it for an SBSA build is unsatisfiable."""
+    jetson = {"__cuda": solver_check.TEGRA_CUDA}
+    env = channel.solve(("pytorch", f"python={py}", solver_check.TEGRA), "linux-aarch64", jetson)
+    assert env["pytorch"].build.startswith(f"cuda129_generic_py{py.replace('.', '')}_"), builds(env)
+    assert solver_check.TEGRA in env["pytorch"].depends and env["arm-variant"].build == "tegra", builds(env)
+    assert_same_build(env)
+    for sbsa in ("cuda126", "cuda130"):
+        with pytest.raises(SolveError):
+            channel.solve((f"pytorch * {sbsa}_*", solver_check.TEGRA), "linux-aarch64", {"__cuda": "13.0"})
+
+
+@pytest.mark.parametrize("driver", ["12.6", "12.9", "13.0"])
+def test_an_sbsa_server_never_gets_the_tegra_build(channel: Channel, driver: str) -> None:
+    """conda-forge's default arm variant is sbsa: whatever its driver, a server gets an SBSA build,
+    and the Tegra build together with the sbsa arm-variant is unsatisfiable."""
+    env = channel.solve(("pytorch",), "linux-aarch64", {"__cuda": driver})
+    assert not env["pytorch"].build.startswith("cuda129"), builds(env)
+    assert env["arm-variant"].build == "sbsa", builds(env)
+    with pytest.raises(SolveError):
+        channel.solve(("pytorch * cuda129_*", "arm-variant * sbsa"), "linux-aarch64", {"__cuda": driver})
+
+
 def test_every_platform_offers_every_supported_python(records: dict[str, list[dict[str, Any]]]) -> None:
     found = solver_check.pythons_by_platform(records)
     expected = {p: list(PYTHONS) for p in ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")}

@@ -231,3 +231,15 @@ def test_win_libtorch_file_tests_name_files_the_spec_installs(config: str) -> No
 )
 def test_file_checks_are_recognised(command: str, file_only: bool) -> None:
     assert is_file_test(command) is file_only
+
+
+@pytest.mark.slow
+def test_the_real_aarch64_layout_splits_with_the_tegra_config(tmp_path: Path) -> None:
+    """Upstream has no Tegra wheel: the real linux-aarch64 CUDA wheel's layout (the same files a
+    Tegra build installs) split against the Tegra config's rendered tests, with no action."""
+    rows = read_listing(DATA / f"torch-{recipe().version}-cp312-linux_aarch64-cu130-files.tsv")
+    layout = layout_for(
+        recipe(), BY_NAME["linux-aarch64"], Placeholders(tuple(rows)), PythonBuild("3.12"), "12.9"
+    )
+    assert layout.config == "linux_aarch64_tegra", layout.config
+    check_guarantees(layout, split_and_check(layout, tmp_path))

@@ -61,6 +61,44 @@ DROPPED = "_dropped"
 """The split's name for files no package takes (staged under ``STAGING/_dropped``)."""
 
 
+ARM_VARIANT_KEY = "arm_variant_type"
+"""conda-forge's variant key for the two kinds of linux-aarch64 CUDA machines."""
+
+
+@dataclass(frozen=True)
+class ArmVariant:
+    """A value of :data:`ARM_VARIANT_KEY`: which CUDA packages (and so which machines) a
+    linux-aarch64 CUDA build is for. The recipe's ``arm-variant * <name>`` build requirement picks
+    the CUDA packages of the variant and exports ``arm-variant * <name>`` to the packages, so a
+    machine with the other variant installed never gets this build."""
+
+    name: str
+    cuda_target_dir: str
+    """Where the variant's CUDA packages put headers and libraries: ``$PREFIX/targets/<dir>``."""
+    cuda_versions: tuple[str, ...] = ()
+    """The CUDA versions built for it; empty: every CUDA version of the platform."""
+    c_stdlib_version: str = ""
+    """The glibc its CUDA packages need, where that is above the CUDA version's own."""
+
+
+SBSA = ArmVariant("sbsa", "sbsa-linux")
+"""Server Base System Architecture (Grace Hopper, GB200, cloud aarch64): conda-forge's default."""
+TEGRA = ArmVariant("tegra", "aarch64-linux", cuda_versions=("12.9",), c_stdlib_version="2.34")
+"""Jetson Orin (sm_87, JetPack 6): CUDA 12 compiles Tegra as its own target, and conda-forge's
+Tegra CUDA packages exist for 12.9 and need glibc 2.34. From CUDA 13.0 on Tegra devices (Thor,
+Orin with JetPack 7) are SBSA-compliant: the sbsa 13.0 build covers them."""
+ARM_VARIANTS = (SBSA, TEGRA)
+
+
+def arm_variant(name: str) -> ArmVariant:
+    """The arm variant called ``name``; an unknown one is a one-line error."""
+    for variant in ARM_VARIANTS:
+        if variant.name == name:
+            return variant
+    known = ", ".join(v.name for v in ARM_VARIANTS)
+    raise MegabuildError(f"{ARM_VARIANT_KEY} {name!r} is not one the feedstock builds ({known})")
+
+
 @dataclass(frozen=True)
 class PlatformFacts:
     """What differs between the conda target platforms the feedstock builds."""
@@ -84,6 +122,9 @@ class PlatformFacts:
     (left out of the split), each with the reason."""
     stood_in_by: str = ""
     """Upstream publishes no wheel for it (osx-64: none since 2.3); this platform's stands in."""
+    arm_variants: tuple[ArmVariant, ...] = ()
+    """The :data:`ARM_VARIANT_KEY` values of the platform's CUDA builds, the default first (none:
+    the platform has no such key)."""
     blas_impls: tuple[str, ...] = ("generic",)
     """conda_build_config.yaml's ``blas_impl`` values here: MKL exists for x86_64 only, and
     conda-forge's pytorch builds only MKL on Windows (no OpenBLAS with OpenMP there)."""
@@ -124,6 +165,7 @@ PLATFORMS = (
     PlatformFacts(
         "linux-aarch64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
         pip_tag="manylinux_2_28_aarch64", listing_tag="linux_aarch64", wheel_repair=AARCH64_WHEEL_REPAIR,
+        arm_variants=ARM_VARIANTS,
     ),
     PlatformFacts(
         "osx-arm64", _OSX_SHLIB, lazy_linalg=False, symlinks=True,

@@ -60,6 +60,7 @@ CROSS_CHECKS = (
     "tests/test_render_recipe.py::test_conda_build_orders_the_pytorch_outputs_differently_from_run_to_run",
     "tests/test_render_engine.py::test_toy_matches_conda_build",
     "tests/test_ci_scripts.py::test_files_match_a_fresh_rerender",
+    "tests/test_ci_scripts.py::test_a_release_candidate_rerenders_to_pytorch_rc_configs_only",
     # the variant keys `megabuild env` reads count as used by build.sh / bld.bat
     "tests/test_render_used_vars.py::test_build_scripts_name_the_keys_megabuild_env_reads",
 )

@@ -204,8 +204,30 @@ def _cuda_version_record(version: str) -> dict[str, Any]:
     }
 
 
+ARM_VARIANT = "arm-variant"
+ARM_VARIANT_FEATURE = "arm-variant-tegra"
+ARM_VARIANT_SUBDIRS = ("linux-aarch64",)
+ARM_VARIANT_BUILDS = ("sbsa", "tegra")
+
+
+def _arm_variant_record(build: str) -> dict[str, Any]:
+    """conda-forge's ``arm-variant`` (noarch, one build per variant). Its description says "The
+    default is SBSA. Select the tegra 'arm-variant' package by installing 'arm-variant=*=tegra'";
+    modelled here as a track feature on every build but sbsa (the real mechanism is not checked)."""
+    return {
+        "name": ARM_VARIANT,
+        "version": "1.2.0",
+        "build": build,
+        "build_number": 0,
+        "depends": [],
+        "constrains": [],
+        "noarch": "generic",
+        **({"track_features": ARM_VARIANT_FEATURE} if build != "sbsa" else {}),
+    }
+
+
 def _explicit_names() -> frozenset[str]:
-    return frozenset({"python", "python_abi", "nomkl", *BLAS_LIBS})
+    return frozenset({"python", "python_abi", "nomkl", ARM_VARIANT, *BLAS_LIBS})
 
 
 def stand_in_records(
@@ -224,6 +246,8 @@ def stand_in_records(
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
+    * linux-aarch64: ``arm-variant`` ``sbsa`` and ``tegra`` builds, always present; all but
+      ``sbsa`` carry a track feature (conda-forge's default is sbsa);
     * names in :data:`PER_PYTHON` get one build per Python (depending on that ``python_abi``);
     * anything else: one ``noarch: generic`` record without dependencies per distinct version
       spec, at a version satisfying it (build strings follow any build glob in the spec).
@@ -233,6 +257,8 @@ def stand_in_records(
     pending = [dep for r in records for dep in r.get("depends", [])]
     freethreaded = tuple(freethreaded)
     out: list[dict[str, Any]] = [*_python_records(freethreaded), *_blas_records(subdir)]
+    if subdir in ARM_VARIANT_SUBDIRS:  # on conda-forge whether or not a package depends on it
+        out += [_arm_variant_record(build) for build in ARM_VARIANT_BUILDS]
     pending += [dep for r in out for dep in r["depends"]]
     seen: set[str] = set()
     while pending:

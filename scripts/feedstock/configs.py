@@ -28,6 +28,9 @@ from .errors import FeedstockError, capped
 
 PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64", "win_64")
 """Platforms an alias may start with (longest names first where one is a prefix of another)."""
+ARM_VARIANTS = ("sbsa", "tegra")
+"""``arm_variant_type`` values, the default first (megabuild.model.ARM_VARIANTS; this module stays
+importable without recipe/). An alias token selects linux-aarch64 configs by it: ``linux_aarch64_tegra``."""
 
 _KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*):\s*$")
 _SUBKEY_RE = re.compile(r"^( +)([A-Za-z_][A-Za-z0-9_.\-]*):\s*(.*?)\s*$")
@@ -211,6 +214,8 @@ def _token_matches(token: str, config: Config) -> bool:
         return any(v.replace(".", "") == wanted for v in _cuda_values(config) if v != "None")
     if token == "cpu":
         return "None" in _cuda_values(config)
+    if token in ARM_VARIANTS:
+        return token in (config.get("arm_variant_type") or [ARM_VARIANTS[0]])
     if token in ("mkl", "generic"):
         return token in _blas_values(config)
     py = re.fullmatch(r"py([0-9]+(?:\.[0-9]+)*)", token)
@@ -238,7 +243,8 @@ def _split_tokens(rest: str) -> list[str]:
 
 
 def _is_simple_token(piece: str) -> bool:
-    return bool(re.fullmatch(r"cuda[0-9][0-9.]*|cpu|mkl|generic|py[0-9]+(?:\.[0-9]+)*", piece))
+    simple = re.fullmatch(r"cuda[0-9][0-9.]*|cpu|mkl|generic|py[0-9]+(?:\.[0-9]+)*", piece)
+    return piece in ARM_VARIANTS or bool(simple)
 
 
 def _platform_of(name: str) -> tuple[str | None, str | None]:
@@ -261,6 +267,9 @@ def short_alias(config: Config, configs: list[Config]) -> str:
     pythons = config.get("python")
     if len(pythons) == 1:
         tokens.append("py" + ".".join(pythons[0].split(" ")[0].split(".")[:2]))
+    variant = config.get("arm_variant_type")
+    if len(variant) == 1 and variant[0] != ARM_VARIANTS[0]:
+        tokens.insert(0, variant[0])  # linux_aarch64_tegra
     tokens = [t for t in tokens if t]
     for n in range(len(tokens) + 1):
         alias = "_".join([config.platform, *tokens[:n]])
@@ -313,6 +322,7 @@ def resolve_configs(name: str, configs: list[Config]) -> list[Config]:
 
     An alias is ``<platform>[_<token>...]``; every token must match: ``cudaX.Y`` (cuda_compiler_version),
     ``cpu`` (no CUDA), ``mkl`` / ``generic`` (blas_impl), ``pyX.Y`` (a python value starting with X.Y),
+    ``sbsa`` / ``tegra`` (arm_variant_type; a config without it counts as ``sbsa``),
     ``key=value`` (``value`` is one of the config's values for ``key``). A config without
     ``cuda_compiler_version`` counts as ``cpu``, one without ``blas_impl`` as ``generic``.
     """

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from megabuild.buildenv import cuda_arch_list, switches
+from megabuild import model
 from megabuild.buildenv.target import BuildTarget
 
 from feedstock.configs import Config, list_configs
@@ -34,7 +35,8 @@ class Recorded:
 CONDA_FORGE = {
     "configs linux-64": Recorded("CPU, 12.9, 13.0; mkl, generic", "CUDA 12.6 as upstream's cu126 wheels"),
     "configs linux-aarch64": Recorded(
-        "CPU, 12.9, 13.0 (sbsa); tegra 12.9; generic", "CUDA 12.6 as upstream's cu126 wheels"
+        "CPU, 12.9, 13.0 (sbsa); tegra 12.9; generic",
+        "sbsa: CUDA 12.6 as upstream's cu126 wheels; tegra as conda-forge",
     ),
     "configs osx-64": Recorded("CPU; mkl, generic", "same"),
     "configs osx-arm64": Recorded("CPU; generic", "same"),
@@ -46,7 +48,7 @@ CONDA_FORGE = {
     "archs linux-aarch64": Recorded(
         "12.9: `5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX`; 13.0: `7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX`;"
         " tegra: `8.7+PTX`",
-        "upstream's aarch64 lists (sm_80 code runs on Orin's sm_87)",
+        "upstream's aarch64 lists; 8.7 (Orin) on 13.0 and tegra as conda-forge; no Blackwell on 12.6",
     ),
     "archs win-64": Recorded(
         "12.8: `5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX`; 13.0: `7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX`",
@@ -105,28 +107,41 @@ PROSE_ROWS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def _targets(configs: Iterable[Config]) -> list[BuildTarget]:
-    return [
-        BuildTarget(c.subdir, c.subdir, None if cuda == "None" else cuda, blas)
-        for c in configs
-        for cuda in c.get("cuda_compiler_version") or ["None"]
-        for blas in c.get("blas_impl") or ["generic"]
-    ]
+    targets = []
+    for c in configs:
+        cudas = c.get("cuda_compiler_version") or ["None"]
+        arms = c.get(model.ARM_VARIANT_KEY) or [None] * len(cudas)
+        for cuda, arm in zip(cudas, arms):
+            for blas in c.get("blas_impl") or ["generic"]:
+                cuda_or_none = None if cuda == "None" else cuda
+                targets.append(BuildTarget(c.subdir, c.subdir, cuda_or_none, blas, arm_variant=arm))
+    return targets
 
 
-def _cudas(targets: Iterable[BuildTarget]) -> list[str]:
-    return sorted(
-        {t.cuda for t in targets if t.cuda is not None}, key=lambda v: [int(p) for p in v.split(".")]
-    )
+def _label(target: BuildTarget) -> str:
+    """A CUDA version, with the arm variant where it is not the platform's default (tegra)."""
+    assert target.cuda is not None
+    default = model.platform(target.target_platform).arm_variants[:1]
+    named = target.arm_variant is not None and target.arm_variant not in [v.name for v in default]
+    return f"{target.cuda} ({target.arm_variant})" if named else target.cuda
+
+
+def _cudas(targets: Iterable[BuildTarget]) -> list[BuildTarget]:
+    """One target per CUDA label, oldest CUDA first."""
+    by_label = {_label(t): t for t in targets if t.cuda is not None}
+    return sorted(by_label.values(), key=lambda t: ([int(p) for p in (t.cuda or "0").split(".")], _label(t)))
 
 
 def _config_cell(targets: Sequence[BuildTarget]) -> str:
-    kinds = (["CPU"] if any(t.cuda is None for t in targets) else []) + _cudas(targets)
+    kinds = (["CPU"] if any(t.cuda is None for t in targets) else []) + [_label(t) for t in _cudas(targets)]
     blas = sorted({t.blas_impl for t in targets}, key=["mkl", "generic"].index)
     return f"{', '.join(kinds)}; {', '.join(blas)}"
 
 
 def _arch_cell(platform: str, targets: Sequence[BuildTarget]) -> str:
-    return "; ".join(f"{v}: `{cuda_arch_list(v, platform)}`" for v in _cudas(targets))
+    return "; ".join(
+        f"{_label(t)}: `{cuda_arch_list(t.cuda or '', platform, t.arm_variant)}`" for t in _cudas(targets)
+    )
 
 
 def _values_cell(name: str, targets: Sequence[BuildTarget]) -> str:

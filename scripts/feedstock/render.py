@@ -386,6 +386,8 @@ EXTERNAL_RUN_EXPORTS: dict[
     "sysroot_linux-*": (None, _glibc),
     "macosx_deployment_target_osx-*": (None, lambda spec: _lower_bound("__osx")(spec)),
     "cuda-nvcc_linux-*": (None, _cuda_version),
+    # linux-aarch64: `arm-variant * tegra` picks the Tegra CUDA packages and ties the package to them
+    "arm-variant": (None, lambda spec: [spec]),
 }
 """Model of the run_exports of the external packages this recipe uses (conda-forge, late 2026).
 Versions are taken from the rendered requirement where it has one; the real packages pin more

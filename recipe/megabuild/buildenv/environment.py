@@ -90,7 +90,7 @@ def _cuda_switches(target: BuildTarget, version: str) -> dict[str, str]:
         "USE_MAGMA": "1" if target.is_windows else "0",
         "TORCH_NVCC_FLAGS": cuda.nvcc_flags(version),
         "CMAKE_CUDA_FLAGS": cuda.CUDA_FLAGS,
-        "TORCH_CUDA_ARCH_LIST": cuda.cuda_arch_list(version, target.target_platform),
+        "TORCH_CUDA_ARCH_LIST": cuda.cuda_arch_list(version, target.target_platform, target.arm_variant),
     }
     if not target.is_windows:
         env["USE_SYSTEM_NCCL"] = "1"
@@ -170,7 +170,8 @@ def cmake_args(target: BuildTarget, where: Locations) -> str:
         root = where.prefix
         args += f" -DCUDAToolkit_ROOT={root} -DCUDAToolkit_ROOT_DIR={root} -DCUDA_TOOLKIT_ROOT_DIR={root}"
         args += f" -DCUDAToolkit_BIN_DIR={where.build_prefix}/bin"
-        args += f" -DCUDAToolkit_TARGET_DIR={root}/targets/{cuda.target_dir(target.target_platform)}"
+        targets = cuda.target_dir(target.target_platform, target.arm_variant)
+        args += f" -DCUDAToolkit_TARGET_DIR={root}/targets/{targets}"
     return args
 
 

@@ -1,7 +1,8 @@
 """What the build environment is a function of, resolved once from conda-build's environment.
 
 conda-build exports the variant's keys (``target_platform``, ``cuda_compiler_version``,
-``blas_impl``; ``build_platform`` where a cross build sets it) to a build script that uses them,
+``blas_impl``; ``build_platform`` where a cross build sets it; ``arm_variant_type`` on
+linux-aarch64) to a build script that uses them,
 and ``CPU_COUNT``/``CI`` where the recipe's ``script_env`` passes them. Unknown values are an
 error here, before any build step runs.
 """
@@ -21,7 +22,9 @@ NO_CUDA = "None"
 DEFAULT_CPU_COUNT = 2
 """conda-build sets ``CPU_COUNT``; a caller without it (a test, a manual run) gets this many jobs."""
 
-VARIANT_KEYS = ("target_platform", "build_platform", "cuda_compiler_version", "blas_impl")
+VARIANT_KEYS = (
+    "target_platform", "build_platform", "cuda_compiler_version", "blas_impl", model.ARM_VARIANT_KEY,
+)  # fmt: skip
 """The variant keys this package reads from the environment. conda-build exports a key only to a
 script that names it (``tests/test_render_used_vars.py`` checks that build.sh and bld.bat do)."""
 
@@ -36,6 +39,8 @@ class BuildTarget:
     blas_impl: str
     cpu_count: int = DEFAULT_CPU_COUNT
     ci: str = ""  # conda-forge's CI sets CI=github_actions
+    # linux-aarch64: conda-forge's arm_variant_type ("sbsa", "tegra"); None where the platform has none
+    arm_variant: str | None = None
 
     def __post_init__(self) -> None:
         for name, platform in (
@@ -50,8 +55,30 @@ class BuildTarget:
                 f"env: unsupported blas_impl {self.blas_impl!r} on {self.target_platform}"
                 f" (known: {', '.join(blas)})"
             )
+        self._check_arm_variant()
         if self.cpu_count < 1:
             raise MegabuildError(f"env: CPU_COUNT must be a positive number, got {self.cpu_count}")
+
+    def _check_arm_variant(self) -> None:
+        variants = model.platform(self.target_platform).arm_variants
+        if self.arm_variant is None:
+            if variants:
+                raise MegabuildError(f"env: {model.ARM_VARIANT_KEY} is not set for {self.target_platform}")
+            return
+        if not variants:
+            raise MegabuildError(f"env: {self.target_platform} has no {model.ARM_VARIANT_KEY}")
+        names = [v.name for v in variants]
+        if self.arm_variant not in names:
+            raise MegabuildError(
+                f"env: {model.ARM_VARIANT_KEY} {self.arm_variant!r} is not one the feedstock builds"
+                f" ({', '.join(names)})"
+            )
+        variant = model.arm_variant(self.arm_variant)
+        if variant.cuda_versions and self.cuda not in variant.cuda_versions:
+            raise MegabuildError(
+                f"env: the {variant.name} arm variant builds CUDA {', '.join(variant.cuda_versions)} only,"
+                f" not {self.cuda or NO_CUDA}"
+            )
 
     @property
     def is_windows(self) -> bool:
@@ -103,6 +130,10 @@ def target_from_environment(env: Mapping[str, str]) -> BuildTarget:
     """The target as conda-build's environment names it; a missing or unknown value is an error."""
     target_platform = _required(env, "target_platform")
     cuda = _required(env, "cuda_compiler_version")
+    arm_variant = None
+    if target_platform in PLATFORMS and model.platform(target_platform).arm_variants:
+        # conda-forge's pinning: sbsa unless the config says otherwise
+        arm_variant = env.get(model.ARM_VARIANT_KEY) or model.platform(target_platform).arm_variants[0].name
     return BuildTarget(
         target_platform=target_platform,
         build_platform=env.get("build_platform") or target_platform,
@@ -110,6 +141,7 @@ def target_from_environment(env: Mapping[str, str]) -> BuildTarget:
         blas_impl=_required(env, "blas_impl"),
         cpu_count=_cpu_count(env),
         ci=env.get("CI", ""),
+        arm_variant=arm_variant,
     )
 
 

@@ -14,6 +14,7 @@ from enum import Enum
 # The order the sections are printed in: what was checked, then what follows from it.
 SECTIONS = (
     "wheels",
+    "release candidate",
     "python",
     "build backend",
     "dependencies",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from megabuild.model import PYTORCH
 from packaging.version import Version
 
@@ -26,6 +27,17 @@ from .tools import Row, sha256_of, wheel_rows
 from .wheels import Fetched, Missing, WheelFacts, baseline_wheel, fetch, no_wheel_at_all, read_wheel
 
 VERSION = re.compile(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?")
+RC_WHEELS = "https://download.pytorch.org/whl/test"
+"""Where upstream publishes a release candidate's wheels (never on PyPI)."""
+RC_SOURCE = "https://download.pytorch.org/source_code/test/pytorch-v{tag}.tar.gz"
+"""An rc's source tarball with submodules (GitHub has no release asset for an rc tag)."""
+RC_LABEL = "conda-forge pytorch_rc"
+
+
+def is_candidate(version: str) -> bool:
+    """``2.16.0rc1``: a release candidate (its tag is ``v2.16.0-rc1``)."""
+    pre = Version(version).pre
+    return pre is not None and pre[0] == "rc"
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,9 @@ def python_order(recipe: Recipe) -> list[str]:
 
 
 def fetch_all(options: Options, pythons: Sequence[str]) -> tuple[list[Fetched], list[Missing]]:
-    """Every platform's wheel; no wheel at all is bad input (raised as soon as that is clear)."""
+    """Every platform's wheel; no wheel at all is bad input (raised as soon as that is clear),
+    except for a release candidate: PyPI never has its wheels, the cache may."""
+    candidate = is_candidate(options.version)
     fetched: list[Fetched] = []
     missing: list[Missing] = []
     for platform in options.platforms:
@@ -89,9 +103,9 @@ def fetch_all(options: Options, pythons: Sequence[str]) -> tuple[list[Fetched], 
         # every other platform and Python the same takes a minute and says nothing new
         unknown = result.versions_seen and options.version not in result.versions_seen
         # pip refused the version (a constraint, a conflict): the same for every platform
-        if not fetched and not platform.stood_in_by and (unknown or result.refused):
+        if not candidate and not fetched and not platform.stood_in_by and (unknown or result.refused):
             raise no_wheel_at_all(options.version, [result], options.offline)
-    if not fetched:
+    if not fetched and not candidate:
         raise no_wheel_at_all(options.version, missing, options.offline)
     return fetched, missing
 
@@ -221,6 +235,30 @@ def split_section(recipe: Recipe, checked: Sequence[Checked]) -> list[Finding]:
     return found
 
 
+def candidate_findings(recipe: Recipe, version: str, fetched: Sequence[Fetched]) -> list[Finding]:
+    """What an rc changes: where its wheels and source are, and the upload label it gets."""
+    section = "release candidate"
+    found = []
+    if not fetched:
+        text = (
+            f"not checked: its wheels are on {RC_WHEELS}, not PyPI (put them in the wheel cache to check"
+            " them): Requires-Python, build backend, Requires-Dist, listings, patches, split"
+        )
+        found.append(Finding(section, Level.ACTION, text))
+    tag = version.replace("rc", "-rc")
+    text = f"source: {RC_SOURCE.format(tag=tag)} (sha256 left to a person), not {recipe.url_for(version)}"
+    found.append(Finding(section, Level.ACTION, text))
+    cbc = yaml.safe_load((recipe.recipe_dir / "conda_build_config.yaml").read_text()) or {}
+    zipped = ["channel_targets", "is_rc"] in cbc.get("zip_keys", [])
+    pairs = dict(zip(map(str, cbc.get("is_rc", [])), cbc.get("channel_targets", [])))
+    if zipped and pairs.get("True") == RC_LABEL:
+        found.append(Finding(section, Level.OK, f"an rc version builds only for {RC_LABEL} (is_rc)"))
+    else:
+        text = f"conda_build_config.yaml does not zip channel_targets with is_rc ({RC_LABEL}): rc to main"
+        found.append(Finding(section, Level.ACTION, text))
+    return found
+
+
 def source_finding(recipe: Recipe, version: str) -> Finding:
     return Finding(
         "source",
@@ -251,6 +289,10 @@ def check_bump(options: Options) -> Report:
     fetched, missing = fetch_all(options, pythons)
     report = Report(f"torch {recipe.version} -> {options.version}: version-bump check of {options.feedstock}")
     report.extend(wheel_findings(fetched, missing))
+    if is_candidate(options.version):
+        report.extend(candidate_findings(recipe, options.version, fetched))
+    if not fetched:  # an rc without cached wheels: what needs no wheel is checked above
+        return report
     old = baseline_wheels(options, recipe, pythons)
     report.extend(python_findings(recipe, [f.wheel for f in fetched], list(old.values())))
     checked = [prepare(recipe, f) for f in fetched]
