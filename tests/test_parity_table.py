@@ -18,6 +18,7 @@ import pytest
 from feedstock import doc_tables, parity
 from feedstock.configs import Config, list_configs
 from feedstock.paths import RECIPE, REPO
+from megabuild import model
 from megabuild.buildenv import cuda
 
 CONFIGS = list_configs(REPO)
@@ -35,13 +36,15 @@ def _doc_rows() -> dict[str, list[str]]:
     return {row[0]: row for row in rows}
 
 
-def _megabuild_env(config: Config, cuda_version: str, blas: str) -> dict[str, str]:
+def _megabuild_env(config: Config, cuda_version: str, blas: str, arm: str | None) -> dict[str, str]:
     env = {
         "PATH": os.environ["PATH"], "PYTHONPATH": str(RECIPE), "target_platform": config.subdir,
         "cuda_compiler_version": cuda_version, "blas_impl": blas, "PREFIX": "/p", "SRC_DIR": "/s",
         "PKG_VERSION": "0", "LIBRARY_PREFIX": "/p/Library", "LIBRARY_INC": "/p/Library/include",
         "LIBRARY_LIB": "/p/Library/lib",
     }  # fmt: skip
+    if arm is not None:
+        env[model.ARM_VARIANT_KEY] = arm
     proc = subprocess.run(
         [sys.executable, "-m", "megabuild", "env", "--shell", "sh"], env=env, capture_output=True, text=True
     )
@@ -52,9 +55,14 @@ def _megabuild_env(config: Config, cuda_version: str, blas: str) -> dict[str, st
 @pytest.mark.parametrize("config", CONFIGS, ids=_ids)
 def test_the_doc_says_what_megabuild_env_exports(config: Config) -> None:
     rows = _doc_rows()
-    for cuda_version in config.get("cuda_compiler_version") or ["None"]:
+    cudas = config.get("cuda_compiler_version") or ["None"]
+    arms = config.get(model.ARM_VARIANT_KEY) or [None] * len(cudas)
+    variants = model.platform(config.subdir).arm_variants
+    for cuda_version, arm in zip(cudas, arms):
+        # the arch row names a CUDA version with its arm variant where that is not the default
+        label = cuda_version if arm is None or arm == variants[0].name else f"{cuda_version} ({arm})"
         for blas in config.get("blas_impl") or ["generic"]:
-            env = _megabuild_env(config, cuda_version, blas)
+            env = _megabuild_env(config, cuda_version, blas, arm)
             configs_cell = rows[f"{config.subdir}: CUDA, BLAS"][2]
             assert (
                 blas in configs_cell and (cuda_version if cuda_version != "None" else "CPU") in configs_cell
@@ -63,7 +71,7 @@ def test_the_doc_says_what_megabuild_env_exports(config: Config) -> None:
             if cuda_version == "None":
                 continue
             arch_cell = rows[f"{config.subdir}: architectures"][2]
-            assert f"{cuda_version}: `{env['TORCH_CUDA_ARCH_LIST']}`" in arch_cell, arch_cell
+            assert f"{label}: `{env['TORCH_CUDA_ARCH_LIST']}`" in arch_cell, arch_cell
             for name in ("USE_CUFILE", "USE_MAGMA"):
                 cell = rows[f"`{name}`"][2]
                 assert re.search(rf"(^|; ){env[name]}: [^;]*\b{config.subdir}\b", cell), (name, cell)

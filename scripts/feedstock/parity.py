@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from megabuild.buildenv import cuda_arch_list, switches
 from megabuild import model
+from megabuild.buildenv import cuda_arch_list, switches
 from megabuild.buildenv.target import BuildTarget
 
 from feedstock.configs import Config, list_configs
@@ -110,7 +110,8 @@ def _targets(configs: Iterable[Config]) -> list[BuildTarget]:
     targets = []
     for c in configs:
         cudas = c.get("cuda_compiler_version") or ["None"]
-        arms = c.get(model.ARM_VARIANT_KEY) or [None] * len(cudas)
+        no_arm: list[str | None] = [None] * len(cudas)
+        arms: list[str | None] = list(c.get(model.ARM_VARIANT_KEY) or no_arm)
         for cuda, arm in zip(cudas, arms):
             for blas in c.get("blas_impl") or ["generic"]:
                 cuda_or_none = None if cuda == "None" else cuda
