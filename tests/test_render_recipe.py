@@ -312,7 +312,7 @@ def test_pytorch_depends_on_its_python(config: Config) -> None:
 @cache
 def _meta_for_lint() -> dict:
     """meta.yaml with Jinja expressions and statements blanked, good enough for key checks."""
-    text = re.sub(r"{%.*?%}", "", META.read_text())
+    text = re.sub(r"{%.*?%}", "", META.read_text(), flags=re.S)  # a {% set %} may span lines
     text = re.sub(r"{{.*?}}", "x", text)
     return yaml.safe_load("\n".join(split_selector(line)[1] for line in text.splitlines())) or {}
 
@@ -422,3 +422,33 @@ def test_conda_build_orders_the_pytorch_outputs_differently_from_run_to_run() ->
         orders.add(order)
     print("\n" + "\n".join(" ".join(v.split(".*")[0] for v in order) for order in sorted(orders)))
     assert len(orders) > 1
+
+
+def _host_names(block: str) -> list[str]:
+    """The names of a host section's written-out requirement lines (``- name ...``)."""
+    host = block[block.index("host:\n") :]
+    end = re.search(r"\n\s*(run|run_constrained|build):\n", host)
+    host = host[: end.start() if end else len(host)]
+    return [m.group(1) for m in re.finditer(r"^\s+- ([A-Za-z0-9_.-]+)", host, re.M)]
+
+
+def test_each_host_requirement_is_written_once() -> None:
+    """The shared host lists (top level, libtorch, pytorch) live in meta.yaml's ``{% set %}``
+    lists; a name written out in more than one host is a key of the pinning (conda-build counts
+    a key as used by an output only where the output's block names it as a bare ``- name``)."""
+    text = META.read_text()
+    outputs = text.index("\noutputs:")
+    blocks = {"top level": text[:outputs]}
+    for name in ("libtorch", "pytorch"):
+        start = text.index(f"\n  - name: {name}\n")
+        end = text.find("\n  - name:", start + 1)
+        blocks[name] = text[start : end if end > 0 else len(text)]
+    keys = set()
+    for config in sorted((FEEDSTOCK / ".ci_support").rglob("*.yaml")):
+        keys |= {k.replace("_", "-") for k in (yaml.safe_load(config.read_text()) or {})}
+    seen: dict[str, list[str]] = {}
+    for where, block in blocks.items():
+        for name in set(_host_names(block)):
+            seen.setdefault(name, []).append(where)
+    repeated = {n: w for n, w in seen.items() if len(w) > 1 and n not in keys | {"cuda-version", "python"}}
+    assert repeated == {}, "write these once, in a {% set %} list of meta.yaml"
