@@ -128,10 +128,19 @@ def test_macos_has_three_configs_osx_64_cross_compiled() -> None:
 
 
 def test_linux_cuda_versions() -> None:
-    """linux-64 and linux-aarch64 (sbsa) build CPU, CUDA 12.6 and CUDA 13.0."""
+    """linux-64 and linux-aarch64 (sbsa) build CPU, CUDA 12.6 and CUDA 13.0; the Tegra config
+    (linux-aarch64, Jetson) CUDA 12.9 only."""
+
+    def cudas(subdir: str, tegra: bool) -> set[str]:
+        return {
+            c.values["cuda_compiler_version"][0]
+            for c in CONFIGS
+            if c.subdir == subdir and ("tegra" in (c.get("arm_variant_type") or [])) == tegra
+        }
+
     for subdir in ("linux-64", "linux-aarch64"):
-        cudas = {c.values["cuda_compiler_version"][0] for c in CONFIGS if c.subdir == subdir}
-        assert cudas == {"None", "12.6", "13.0"}, subdir
+        assert cudas(subdir, tegra=False) == {"None", "12.6", "13.0"}, subdir
+    assert cudas("linux-aarch64", tegra=True) == {"12.9"}
 
 
 def _has_linalg(config: Config) -> bool:
