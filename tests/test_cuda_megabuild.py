@@ -379,9 +379,11 @@ EXTENSION_BUILD = (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def libtorch_env(run: RunResult, toolchain: Toolchain) -> RecipeTestEnv:
-    return _test_env(run, _rendered(run, LIBTORCH), toolchain, "libtorch-activated")
+    """libtorch's test env, made for each test: the build folder has one test prefix, which
+    every test env takes in turn (as conda-build's ``_test_env_placehold...``)."""
+    return _test_env(run, _rendered(run, LIBTORCH), toolchain)
 
 
 def test_the_libtorch_package_holds_activation_scripts_with_the_recipe_list(
