@@ -10,5 +10,9 @@ set -euo pipefail
 # that names it as the first `$` of a line (tests/test_render_used_vars.py)
 echo "cuda_compiler_version: ${cuda_compiler_version}"
 echo "blas_impl: ${blas_impl}"
+if [[ -v arm_variant_type ]]; then
+    # conda-forge's arm variant (sbsa or tegra): linux-aarch64 configs only
+    echo "arm_variant_type: ${arm_variant_type}"
+fi
 PYTHONPATH="$RECIPE_DIR" "$BUILD_PREFIX/bin/python" -m megabuild build "$PKG_NAME"
 PYTHONPATH="$RECIPE_DIR" "$BUILD_PREFIX/bin/python" -m megabuild activation-scripts --prefix "$PREFIX"

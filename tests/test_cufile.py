@@ -15,12 +15,12 @@ import zipfile
 from functools import cache
 
 import pytest
+from feedstock import parity
 from feedstock.configs import Config, list_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import render_config, render_top_level_requirements, spec_name
 from megabuild.binaries.elf import read_elf
 from megabuild.buildenv import switches
-from megabuild.buildenv.target import BuildTarget
 from megabuild.model import LIBTORCH, PYTORCH
 
 CONFIGS = list_configs(REPO)
@@ -52,8 +52,8 @@ def _hosts(config_name: str) -> dict[str, list[tuple[str, ...]]]:
 def test_cufile_on_every_linux_cuda_config(config: Config) -> None:
     cuda = _cuda(config)
     linux_cuda = cuda is not None and config.subdir.startswith("linux-")
-    for blas in config.get("blas_impl") or ["generic"]:
-        env = switches(BuildTarget(config.subdir, config.subdir, cuda, blas))
+    for target in parity.build_targets([config]):
+        env = switches(target)
         assert env.get("USE_CUFILE", "0") == ("1" if linux_cuda else "0"), config.name
     hosts = _hosts(config.name)
     assert set(hosts) == {"libtorch-split", LIBTORCH, PYTORCH}

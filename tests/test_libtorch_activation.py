@@ -16,13 +16,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from feedstock import parity
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from harness.activation import run_activation_scripts
+from megabuild import model
 from megabuild.buildenv import switches
 from megabuild.buildenv.activation import PLACEHOLDER, TEMPLATES, VARIABLE, activation_scripts
 from megabuild.buildenv.target import BuildTarget
@@ -33,15 +35,7 @@ SHELLS = [s for s in ("bash", "dash") if shutil.which(s)]
 USER_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
 
 
-def _targets() -> Iterator[BuildTarget]:
-    """Every (platform, CUDA, BLAS) the committed .ci_support configs build."""
-    for config in list_configs(REPO):
-        for cuda in config.get("cuda_compiler_version") or ["None"]:
-            for blas in config.get("blas_impl") or ["generic"]:
-                yield BuildTarget(config.subdir, config.subdir, None if cuda == "None" else cuda, blas)
-
-
-TARGETS = sorted(set(_targets()), key=str)
+TARGETS = sorted(set(parity.build_targets(list_configs(REPO))), key=str)
 
 
 def _cli(prefix: Path, target: BuildTarget) -> subprocess.CompletedProcess[str]:
@@ -51,6 +45,7 @@ def _cli(prefix: Path, target: BuildTarget) -> subprocess.CompletedProcess[str]:
         "target_platform": target.target_platform,
         "cuda_compiler_version": target.cuda or "None",
         "blas_impl": target.blas_impl,
+        **({model.ARM_VARIANT_KEY: target.arm_variant} if target.arm_variant else {}),
     }
     return subprocess.run(
         [sys.executable, "-m", "megabuild", "activation-scripts", "--prefix", str(prefix)],

@@ -106,7 +106,8 @@ PROSE_ROWS: tuple[tuple[str, str, str, str], ...] = (
 """Rows no code of this feedstock answers: (what, conda-forge, this feedstock, why)."""
 
 
-def _targets(configs: Iterable[Config]) -> list[BuildTarget]:
+def build_targets(configs: Iterable[Config]) -> list[BuildTarget]:
+    """Every (platform, CUDA, BLAS, arm variant) the configs build, as ``megabuild env`` takes it."""
     targets = []
     for c in configs:
         cudas = c.get("cuda_compiler_version") or ["None"]
@@ -167,7 +168,7 @@ def _values_cell(name: str, targets: Sequence[BuildTarget]) -> str:
 
 def rows(configs: Sequence[Config] | None = None) -> list[tuple[str, str, str, str]]:
     """(what, conda-forge, this feedstock, why) for every row of the table."""
-    targets = _targets(configs if configs is not None else list_configs(REPO))
+    targets = build_targets(configs if configs is not None else list_configs(REPO))
     by_platform: dict[str, list[BuildTarget]] = {}
     for t in targets:
         by_platform.setdefault(t.target_platform, []).append(t)
