@@ -896,7 +896,7 @@ class _Renderer:
             build_string=cand.build_string,
             build_number=int(build.get("number", cand.number) or 0),
             subdir="noarch" if noarch else self.subdir,
-            depends=_simplify(depends),
+            depends=_exact_only(_simplify(depends)),
             constrains=_simplify(reqs.get("run_constrained", [])),
             track_features=track_features,
             requirements={k: list(reqs.get(k, [])) for k in _REQ_SECTIONS},
@@ -959,6 +959,18 @@ def _simplify(specs: Iterable[str]) -> list[str]:
             continue
         out.append(spec)
     return out
+
+
+def _exact_only(specs: list[str]) -> list[str]:
+    """Where a name has an exact pin (version and build, no range or glob), that pin alone:
+    conda-build's ``_simplify_to_exact_constraints`` when finalizing (pytorch's
+    ``libtorch 2.14.1 <build>`` drops libtorch's own ``libtorch >=2.14.1,<2.15.0a0`` export)."""
+    exact = {
+        spec_name(s)
+        for s in specs
+        if len(parts := s.split()) > 2 and not any(c in parts[1] for c in "<>*") and "*" not in parts[2]
+    }
+    return [s for s in specs if spec_name(s) not in exact or (len(p := s.split()) > 2 and "*" not in p[2])]
 
 
 def _feedstock_build_platform(feedstock_dir: Path, config: Config) -> str | None:
