@@ -162,7 +162,9 @@ def real_stdlib(pkg: Package) -> Package:
         path.unlink()
         if path.name in STDLIB_LEFT_OUT:
             continue
-        shutil.copytree(target, path, ignore=shutil.ignore_patterns("__pycache__"))
+        # with the CPython's __pycache__, as conda's python ships the stdlib compiled: a .pyc the
+        # interpreter wrote into the host env would be a new file of the output that ran it
+        shutil.copytree(target, path)
         files += [p.relative_to(pkg.root).as_posix() for p in path.rglob("*") if not p.is_dir()]
     pkg.files = sorted(files)
     return pkg
