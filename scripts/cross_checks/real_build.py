@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))  # megab
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
 
 from feedstock.errors import FeedstockError, UsageError, run_main
-from feedstock.package_compare import Known, PackageView, compare, view_from_dir
+from feedstock.package_compare import KNOWN, PackageView, compare, view_from_dir
 from feedstock.paths import RECIPE, TESTS
 from harness.pythons import CPython, find_cpythons, find_freethreaded
 
@@ -74,11 +74,6 @@ CHANGES = (
     "build.sh, install_*.sh: a first line writing the script's environment to a file (record_env)",
     "test: `megabuild check-binaries` given --explained (as harness.recipe_tests does)",
 )
-
-
-KNOWN: tuple[Known, ...] = ()
-"""Differences between the harness's packages and conda-build's that are understood (mirrored in
-docs/testing.md, "The harness held to conda-build")."""
 
 
 def say(message: str) -> None:

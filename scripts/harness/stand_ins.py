@@ -176,6 +176,19 @@ def python_build(variant_value: str) -> str:
     return "h0" + (glob or "_cpython").lstrip("*")
 
 
+def compiled(pkg: Package, cpython: CPython) -> Package:
+    """``pkg`` with the ``.pyc`` of its modules for ``cpython``, as conda-forge's python packages
+    ship them: a ``.pyc`` the interpreter writes into a host env is a new file of the output whose
+    script ran it (conda-build packaged ~100 of scikit-build-core's into a pytorch)."""
+    subprocess.run(
+        [str(cpython.executable), "-m", "compileall", "-q", "-j", "0", str(pkg.root / "lib")],
+        check=True,
+        capture_output=True,
+    )
+    pkg.files = sorted(snapshot(pkg.root))
+    return pkg
+
+
 def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -> Package:
     """One PyPI wheel unpacked into ``lib/pythonX.Y/site-packages``, built for that Python."""
     root = work / f"{name}-{cpython.tag}"
@@ -191,7 +204,7 @@ def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -
         f"python_abi {cpython.short}.* *_{tag}",
         *WHEEL_DEPENDS.get(name, ()),
     ]
-    return Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, sorted(snapshot(root)))
+    return compiled(Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, []), cpython)
 
 
 def empty_python_package(name: str, cpython: CPython, work: Path) -> Package:
@@ -354,7 +367,7 @@ def make_channel(
         py = real_stdlib(python_package(cpython, work))
         py.record["build"] = python_build(value)
         made.append(_with_exports(py, f"python {value}"))
-        made.append(_with_exports(numpy_package(cpython, work, cache), first.get("numpy")))
+        made.append(_with_exports(compiled(numpy_package(cpython, work, cache), cpython), first.get("numpy")))
         for name in WHEELS:
             if cpython.freethreaded and name in NO_FREETHREADED_WHEEL:
                 made.append(empty_python_package(name, cpython, work))
