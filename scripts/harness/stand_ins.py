@@ -41,6 +41,7 @@ from feedstock.specs import spec_name, spec_parts
 from harness import activation, cuda_toolchain
 from harness.channel import index
 from harness.packaging import (
+    PREFIX_PLACEHOLDER,
     Package,
     abi_tag,
     blas_netlib_packages,
@@ -204,7 +205,27 @@ def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -
         f"python_abi {cpython.short}.* *_{tag}",
         *WHEEL_DEPENDS.get(name, ()),
     ]
-    return compiled(Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, []), cpython)
+    pkg = Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, [])
+    _entry_points(pkg, sp / "bin")
+    return compiled(pkg, cpython)
+
+
+def _entry_points(pkg: Package, scripts: Path) -> None:
+    """A wheel's scripts in ``bin/`` running the env's python, as conda installs them (``pip
+    --target`` leaves them in ``site-packages/bin`` with this interpreter's path and version: the
+    recipe's ``pip check`` ran another environment's pip)."""
+    if not scripts.is_dir():
+        return
+    installer = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (pkg.root / "bin").mkdir(exist_ok=True)
+    for script in sorted(scripts.iterdir()):
+        if not script.name.endswith(installer):
+            _, _, body = script.read_text().partition("\n")
+            dest = pkg.root / "bin" / script.name
+            dest.write_text(f"#!{PREFIX_PLACEHOLDER}/bin/python\n{body}")
+            dest.chmod(0o755)
+            pkg.placeholders[f"bin/{script.name}"] = PREFIX_PLACEHOLDER
+    shutil.rmtree(scripts)
 
 
 def empty_python_package(name: str, cpython: CPython, work: Path) -> Package:
