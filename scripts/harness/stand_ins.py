@@ -400,7 +400,7 @@ def make_channel(
     blas = build_stand_in_project(BLAS_FIXTURE, work, "libblas", _tool_env(work))
     made += [_with_exports(pkg, first.get(pkg.name)) for pkg in blas_netlib_packages(blas, work)]
     if toolchain is not None:
-        made += list(magma_packages(MAGMA_FIXTURE, work, _tool_env(work)))
+        made += _magma(work, first)
         made += cuda_packages(toolchain, work)
     made_names = {p.name for p in made}
     records = [_record("spec-holder", "0", "0", sorted(set(specs)))]
@@ -425,6 +425,17 @@ def make_channel(
         build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
     index(channel_dir)
     return {p.dist: p for p in made}
+
+
+def _magma(work: Path, first: Mapping[str, str]) -> list[Package]:
+    """libmagma and libmagma-devel of the fixture at the version the config pins (``libmagma_devel``)."""
+    lib, dev = magma_packages(MAGMA_FIXTURE, work, _tool_env(work))
+    _, version, _ = spec_parts(first.get("libmagma-devel", "libmagma-devel"))
+    version = (version or "").removesuffix(".*")  # `libmagma-devel 2.10.0.*`
+    if version and not any(c in version for c in "<>*,"):
+        lib.record["version"] = dev.record["version"] = version
+        dev.record["depends"] = [f"libmagma {version} {lib.record['build']}"]
+    return [_with_exports(lib, first.get("libmagma")), _with_exports(dev, first.get("libmagma-devel"))]
 
 
 def _tool_env(work: Path) -> dict[str, str]:
