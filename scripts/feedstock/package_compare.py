@@ -128,13 +128,6 @@ KNOWN: tuple[Known, ...] = (
         "(megabuild_python); the pipeline takes the host's python record (megabuild.pipeline.options)",
     ),
     Known(
-        "env:pytorch-*",
-        "env.*",
-        "S[PT]*_DIR",
-        "conda-build's SP_DIR and STDLIB_DIR are the first lib/python?.* of the host env, where the "
-        "top level's files are copied (3.12's for every Python); the pipeline takes the host's python record",
-    ),
-    Known(
         "env:*",
         "env.with_magma",
         "with_magma",
