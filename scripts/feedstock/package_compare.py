@@ -127,6 +127,17 @@ KNOWN: tuple[Known, ...] = (
         "conda-build gives the top level the PY_VER of a python variant, not its host python's "
         "(megabuild_python); the pipeline takes the host's python record (megabuild.pipeline.options)",
     ),
+    *(
+        Known(
+            f"env:{script}",
+            "env.*",
+            "[PS][YPT]*",  # PY_VER, SP_DIR, STDLIB_DIR
+            "the libtorch and linalg install scripts' host envs have no python: conda-build's PY_VER, "
+            "SP_DIR and STDLIB_DIR are a python variant's (3.13 for the CUDA config), the harness's "
+            "3.12; the install steps read neither",
+        )
+        for script in ("libtorch", "libtorch-cuda-linalg-*")
+    ),
     Known(
         "env:*",
         "env.with_magma",
