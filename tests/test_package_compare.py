@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from feedstock.package_compare import Known, PackageView, compare, view_from_dir
+from feedstock.package_compare import KNOWN, Known, PackageView, compare, view_from_dir
 from harness.packaging import Package, write_info
 
 PLACEHOLDER = "/opt/some-host-prefix_placehold"
@@ -128,3 +128,20 @@ def test_the_env_each_script_saw_is_compared_with_its_own_paths_masked(tmp_path:
     assert [d.field for d in diffs] == [f"env.{key}"]
     order, _ = compare([], [], envs=([("top", {}), ("libtorch", {})], [("libtorch", {}), ("top", {})]))
     assert [d.field for d in order] == ["scripts"]
+
+
+def test_the_known_differences_cover_no_planted_harness_mistake(tmp_path: Path) -> None:
+    """KNOWN explains what the real conda-build does differently; the same fields going wrong
+    elsewhere (another script's PY_VER, SRC_DIR, a package's license file) still fail."""
+    env = {"PREFIX": "/a/h_env", "BUILD_PREFIX": "/a/b_env", "SRC_DIR": "/a/work", "PKG_NAME": "pytorch"}
+    real = [("libtorch-split", {**env, "PY_VER": "3.13"}), ("pytorch-3.12", {**env, "PY_VER": "3.12"})]
+    ours = [("libtorch-split", {**env, "PY_VER": "3.12"}), ("pytorch-3.12", {**env, "PY_VER": "3.11"})]
+    unexplained, explained = compare([], [], KNOWN, (ours, real))
+    assert [d.package for d, _ in explained] == ["env:libtorch-split"]
+    assert [(d.package, d.field) for d in unexplained] == [("env:pytorch-3.12", "env.PY_VER")]
+    moved = [("pytorch-3.12", {**env, "SRC_DIR": "/a/elsewhere"})]
+    unexplained, _ = compare([], [], KNOWN, (moved, [("pytorch-3.12", env)]))
+    assert [d.field for d in unexplained] == ["env.SRC_DIR"]
+    ours_pkg = _package(tmp_path / "harness", extra="lib/python3.12/site-packages/torch/licenses/LICENSE")
+    unexplained, _ = compare([ours_pkg], [_package(tmp_path / "conda-build")], KNOWN)
+    assert [d.field for d in unexplained] == ["files"]

@@ -33,7 +33,7 @@ def test_the_top_level_steps_in_order() -> None:
     assert names(PIPELINE.steps(Phase.TOP_LEVEL, LINUX_CUDA)) == [
         "record forwarded env", "record top-level Python", "pip install", "split stage", "magma relink",
         "split stage magma",
-        "split verify", "cache save", "build-state save",
+        "split verify", "cache save", "build-state save", "clear the prefix",
     ]  # fmt: skip
     assert names(PIPELINE.steps(Phase.TOP_LEVEL, OSX, placeholders=True)) == [
         "pip install", "split stage", "split verify",

@@ -162,6 +162,9 @@ def _python_records(freethreaded_versions: Iterable[str]) -> list[dict[str, Any]
     return records
 
 
+DEVEL = "blas-devel"  # no track_features in blas-feedstock
+
+
 def _blas_records(subdir: str) -> list[dict[str, Any]]:
     records = []
     for impl in BLAS_IMPLS:
@@ -177,6 +180,9 @@ def _blas_records(subdir: str) -> list[dict[str, Any]]:
                     "build_number": BLAS_BUILD_NUMBER,
                     "depends": [impl_dep],
                     "constrains": siblings,
+                    # blas-feedstock: `track_features: blas_<impl>` where impl != blas_default_impl
+                    # (openblas): a bare `libblas` request solves to OpenBLAS
+                    **({"track_features": f"blas_{impl}"} if impl != "openblas" and name != DEVEL else {}),
                 }
             )
     records.append(
@@ -244,7 +250,8 @@ def stand_in_records(
       end-to-end harness adds the free-threaded CPython it has) with ``python_abi``
       (``X.Y`` / ``8_cpXY[t]``), always present;
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
-      build each (mkl ones depend on ``mkl``), plus ``nomkl`` (depends on the ``*openblas`` builds);
+      build each (mkl ones depend on ``mkl`` and track ``blas_mkl``, as blas-feedstock's non-default
+      builds do), plus ``nomkl`` (depends on the ``*openblas`` builds);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
     * linux-aarch64: ``arm-variant`` ``sbsa`` and ``tegra`` builds, always present; all but
       ``sbsa`` carry a track feature (conda-forge's default is sbsa);

@@ -19,9 +19,10 @@ conda-build silently treats it as ``False`` / empty). The steps, each mirroring 
 
 ``PKG_HASH`` is ``sha1(json.dumps({used key: value}, sort_keys=True))[:7]`` over the output's used
 variant values (minus python/perl/lua/r_base unless the value contains a space, plus virtual
-``__*`` run requirements), which is how conda-build's ``hash_dependencies`` does it; but our set of
-used keys is a model, so hashes can differ from conda-build's. Compare build strings with the hash
-masked (``mask_hash``).
+``__*`` run requirements, those the run_exports of the build and host requirements add included),
+which is how conda-build's ``hash_dependencies`` does it for the package it builds (the finalized
+recipe); but our set of used keys is a model, so hashes can differ from conda-build's. Compare
+build strings with the hash masked (``mask_hash``).
 
 Finalization is a model too: no solver runs. ``pin_run_as_build`` uses the version from the host
 spec instead of the resolved package, ``pin_compatible`` gives the bare name (as conda-build does
@@ -32,6 +33,8 @@ Known differences from ``conda_build.api.render(..., finalize=False, bypass_env_
 (checked against conda-build on the toy recipe and the real one: names, versions, build numbers,
 build strings *including hashes*, requirements and used variables agree except for these):
 
+- The hash counts the ``__*`` run_exports (``sysroot_linux-64``'s ``__glibc``): the build string
+  of the package conda-build builds; its unfinalized render has no run_exports yet.
 - ``pin_subpackage(x, exact=True)`` is resolved to ``x <version> <build string>`` (conda-build
   does that only when finalizing; unfinalized it leaves the bare name).
 - ``build_platform`` comes from ``conda-forge.yml`` (what CI does: osx-64 is cross-compiled on
@@ -407,6 +410,25 @@ def _external_exports(spec: str) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _virtual_exports(reqs: Mapping[str, list[str]], build: Mapping[str, Any]) -> dict[str, str]:
+    """The ``__*`` run requirements the run_exports of ``reqs`` add (build: strong, host: weak and
+    strong), name -> spec: conda-build hashes the finalized recipe, whose run requirements have
+    them (``sysroot_linux-64`` exports ``__glibc >=2.17,<3.0.a0``)."""
+    ignore = {spec_name(str(s)) for s in as_list(build.get("ignore_run_exports"))}
+    ignore_from = {spec_name(str(s)) for s in as_list(build.get("ignore_run_exports_from"))}
+    found: dict[str, str] = {}
+    for env in ("build", "host"):
+        for spec in reqs.get(env, []):
+            if spec_name(spec) in ignore_from:
+                continue
+            weak, strong = _external_exports(spec)
+            for export in strong + (weak if env == "host" else []):
+                name = spec_name(export)
+                if name.startswith("__") and name not in ignore:
+                    found.setdefault(name, export)
+    return found
+
+
 def expand_variants(config: Config) -> list[dict[str, str]]:
     """Every full variant of a config: the product of its keys, ``zip_keys`` groups zipped."""
     groups: list[list[str]] = []
@@ -759,8 +781,9 @@ class _Renderer:
         excludes = ("python", "r_base", "perl", "lua")
         keys = [k for k in cand.used if not (k in excludes and " " not in cand.used[k])]
         contents = {} if keys == ["target_platform"] else {k: cand.used[k] for k in keys}
-        run = _expand_reqs(cand.data.get("requirements")).get("run", [])
-        contents.update({r.split(" ")[0]: r for r in run if r.startswith("__")})
+        reqs = _expand_reqs(cand.data.get("requirements"))
+        contents.update(_virtual_exports(reqs, cand.data.get("build") or {}))
+        contents.update({r.split(" ")[0]: r for r in reqs.get("run", []) if r.startswith("__")})
         if not contents:
             return ""
         return hashlib.sha1(json.dumps(contents, sort_keys=True).encode()).hexdigest()[:7]
@@ -875,7 +898,7 @@ class _Renderer:
             build_string=cand.build_string,
             build_number=int(build.get("number", cand.number) or 0),
             subdir="noarch" if noarch else self.subdir,
-            depends=_simplify(depends),
+            depends=_exact_only(_simplify(depends)),
             constrains=_simplify(reqs.get("run_constrained", [])),
             track_features=track_features,
             requirements={k: list(reqs.get(k, [])) for k in _REQ_SECTIONS},
@@ -938,6 +961,18 @@ def _simplify(specs: Iterable[str]) -> list[str]:
             continue
         out.append(spec)
     return out
+
+
+def _exact_only(specs: list[str]) -> list[str]:
+    """Where a name has an exact pin (version and build, no range or glob), that pin alone:
+    conda-build's ``_simplify_to_exact_constraints`` when finalizing (pytorch's
+    ``libtorch 2.14.1 <build>`` drops libtorch's own ``libtorch >=2.14.1,<2.15.0a0`` export)."""
+    exact = {
+        spec_name(s)
+        for s in specs
+        if len(parts := s.split()) > 2 and not any(c in parts[1] for c in "<>*") and "*" not in parts[2]
+    }
+    return [s for s in specs if spec_name(s) not in exact or (len(p := s.split()) > 2 and "*" not in p[2])]
 
 
 def _feedstock_build_platform(feedstock_dir: Path, config: Config) -> str | None:

@@ -22,6 +22,7 @@ The scripts are the real ``recipe/*.sh`` and helpers, unchanged; ``RECIPE_DIR`` 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shutil
@@ -56,7 +57,7 @@ from harness.packaging import (
     package_from_prefix,
     python_package,
 )
-from harness.prefix import empty_prefix, pick_python, python_prefix, shared_cache, snapshot
+from harness.prefix import copy_tree_files, empty_prefix, pick_python, python_prefix, shared_cache, snapshot
 from harness.pythons import CPython, find_cpythons
 from harness.source import copy_fixture, mirrored
 
@@ -370,7 +371,8 @@ def script_env(
             "STDLIB_DIR": str(prefix / "lib" / f"python{python}"),
         }
     )
-    for key in ("cuda_compiler_version", "blas_impl", "python", *extra_keys):
+    # conda-build exports no `python` to a script (the real run's environments show none)
+    for key in ("cuda_compiler_version", "blas_impl", *extra_keys):
         if key in variant:
             env[key] = str(variant[key])
     # the build env's compilers (and nvcc) are activated before the script runs
@@ -455,6 +457,7 @@ class Runner:
         self.logs = self.work / "logs"
         self.config_in = find_config(str(config))
         self.notes: list[str] = []
+        self.top_level_files: list[str] = []  # what the top level's script added to the host prefix
         self.steps: list[Step] = []
         self.packages: dict[str, Package] = {}
         self.stand_ins: dict[str, Package] = {}
@@ -714,6 +717,9 @@ class Runner:
         )
         if self.cuda_toolchain is not None:
             env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=self.prefix, cxx=_compiler("c++")))
+        backup = self.work / "prefix_files_backup"  # conda-build's name
+        if out is not None:  # conda-build copies the top level's new host files into each output's env
+            copy_tree_files(backup, self.top_level_files, self.prefix)
         before = snapshot(self.prefix)
         label = f"{name}-{build_string}" if build_string else name
         host_note = f"host {len(provided)} provided, {len(ignored)} ignored"
@@ -722,7 +728,12 @@ class Runner:
         runs = ninja.status_runs((self.logs / f"{label}.log").read_text(errors="replace"))
         ran = self.ninja_history.ran(self.src_dir / "build")
         step = Step(name, None, 0.0, self.logs / f"{label}.log", runs, ran, provided, ignored, py)
-        if out is not None:
+        if out is None:
+            self.top_level_files = sorted(snapshot(self.prefix) - before)
+            if backup.exists():
+                shutil.rmtree(backup)
+            copy_tree_files(self.prefix, self.top_level_files, backup)
+        else:
             new = sorted(snapshot(self.prefix) - before)
             record = {
                 "name": out.name,
@@ -737,6 +748,10 @@ class Runner:
             pkg = package_from_prefix(
                 record, self.prefix, new, self.pkgs / f"{out.name}-{out.version}-{out.build_string}"
             )
+            exports = {k: v for k, v in (out.run_exports or {}).items() if v}
+            if exports:  # conda-build writes info/run_exports.json for the output's build/run_exports
+                (pkg.root / "info").mkdir(parents=True, exist_ok=True)
+                (pkg.root / "info" / "run_exports.json").write_text(json.dumps(exports, indent=2) + "\n")
             build_conda(pkg, self.channel)
             self.packages[pkg.dist] = pkg
             step.dist = pkg.dist

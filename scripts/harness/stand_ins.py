@@ -41,6 +41,7 @@ from feedstock.specs import spec_name, spec_parts
 from harness import activation, cuda_toolchain
 from harness.channel import index
 from harness.packaging import (
+    PREFIX_PLACEHOLDER,
     Package,
     abi_tag,
     blas_netlib_packages,
@@ -162,7 +163,9 @@ def real_stdlib(pkg: Package) -> Package:
         path.unlink()
         if path.name in STDLIB_LEFT_OUT:
             continue
-        shutil.copytree(target, path, ignore=shutil.ignore_patterns("__pycache__"))
+        # with the CPython's __pycache__, as conda's python ships the stdlib compiled: a .pyc the
+        # interpreter wrote into the host env would be a new file of the output that ran it
+        shutil.copytree(target, path)
         files += [p.relative_to(pkg.root).as_posix() for p in path.rglob("*") if not p.is_dir()]
     pkg.files = sorted(files)
     return pkg
@@ -172,6 +175,19 @@ def python_build(variant_value: str) -> str:
     """The build string of the ``python`` package a config's value (``3.13.* *_cp313``) asks for."""
     _, _, glob = spec_parts(f"python {variant_value}")
     return "h0" + (glob or "_cpython").lstrip("*")
+
+
+def compiled(pkg: Package, cpython: CPython) -> Package:
+    """``pkg`` with the ``.pyc`` of its modules for ``cpython``, as conda-forge's python packages
+    ship them: a ``.pyc`` the interpreter writes into a host env is a new file of the output whose
+    script ran it (conda-build packaged ~100 of scikit-build-core's into a pytorch)."""
+    subprocess.run(
+        [str(cpython.executable), "-m", "compileall", "-q", "-j", "0", str(pkg.root / "lib")],
+        check=True,
+        capture_output=True,
+    )
+    pkg.files = sorted(snapshot(pkg.root))
+    return pkg
 
 
 def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -> Package:
@@ -189,7 +205,27 @@ def wheel_package(name: str, cpython: CPython, work: Path, cache: Path | None) -
         f"python_abi {cpython.short}.* *_{tag}",
         *WHEEL_DEPENDS.get(name, ()),
     ]
-    return Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, sorted(snapshot(root)))
+    pkg = Package(_record(name, version, f"py{tag[2:]}_h0_0", depends), root, [])
+    _entry_points(pkg, sp / "bin")
+    return compiled(pkg, cpython)
+
+
+def _entry_points(pkg: Package, scripts: Path) -> None:
+    """A wheel's scripts in ``bin/`` running the env's python, as conda installs them (``pip
+    --target`` leaves them in ``site-packages/bin`` with this interpreter's path and version: the
+    recipe's ``pip check`` ran another environment's pip)."""
+    if not scripts.is_dir():
+        return
+    installer = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (pkg.root / "bin").mkdir(exist_ok=True)
+    for script in sorted(scripts.iterdir()):
+        if not script.name.endswith(installer):
+            _, _, body = script.read_text().partition("\n")
+            dest = pkg.root / "bin" / script.name
+            dest.write_text(f"#!{PREFIX_PLACEHOLDER}/bin/python\n{body}")
+            dest.chmod(0o755)
+            pkg.placeholders[f"bin/{script.name}"] = PREFIX_PLACEHOLDER
+    shutil.rmtree(scripts)
 
 
 def empty_python_package(name: str, cpython: CPython, work: Path) -> Package:
@@ -352,7 +388,7 @@ def make_channel(
         py = real_stdlib(python_package(cpython, work))
         py.record["build"] = python_build(value)
         made.append(_with_exports(py, f"python {value}"))
-        made.append(_with_exports(numpy_package(cpython, work, cache), first.get("numpy")))
+        made.append(_with_exports(compiled(numpy_package(cpython, work, cache), cpython), first.get("numpy")))
         for name in WHEELS:
             if cpython.freethreaded and name in NO_FREETHREADED_WHEEL:
                 made.append(empty_python_package(name, cpython, work))
@@ -364,7 +400,7 @@ def make_channel(
     blas = build_stand_in_project(BLAS_FIXTURE, work, "libblas", _tool_env(work))
     made += [_with_exports(pkg, first.get(pkg.name)) for pkg in blas_netlib_packages(blas, work)]
     if toolchain is not None:
-        made += list(magma_packages(MAGMA_FIXTURE, work, _tool_env(work)))
+        made += _magma(work, first)
         made += cuda_packages(toolchain, work)
     made_names = {p.name for p in made}
     records = [_record("spec-holder", "0", "0", sorted(set(specs)))]
@@ -389,6 +425,17 @@ def make_channel(
         build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
     index(channel_dir)
     return {p.dist: p for p in made}
+
+
+def _magma(work: Path, first: Mapping[str, str]) -> list[Package]:
+    """libmagma and libmagma-devel of the fixture at the version the config pins (``libmagma_devel``)."""
+    lib, dev = magma_packages(MAGMA_FIXTURE, work, _tool_env(work))
+    _, version, _ = spec_parts(first.get("libmagma-devel", "libmagma-devel"))
+    version = (version or "").removesuffix(".*")  # `libmagma-devel 2.10.0.*`
+    if version and not any(c in version for c in "<>*,"):
+        lib.record["version"] = dev.record["version"] = version
+        dev.record["depends"] = [f"libmagma {version} {lib.record['build']}"]
+    return [_with_exports(lib, first.get("libmagma")), _with_exports(dev, first.get("libmagma-devel"))]
 
 
 def _tool_env(work: Path) -> dict[str, str]:

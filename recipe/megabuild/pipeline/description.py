@@ -76,6 +76,7 @@ class Action(enum.Enum):
     VERIFY = "split verify"
     SAVE_CACHE = "cache save"
     SAVE_BUILD_STATE = "build-state save"
+    CLEAR_PREFIX = "clear the prefix"
     CHECK_ENV = "check forwarded env"
     PREPARE_TREE = "prepare build tree"
     CHECK_TREE_KEPT = "check build tree kept"
@@ -235,6 +236,9 @@ PIPELINE = Pipeline(
                 Step(Action.VERIFY),
                 Step(Action.SAVE_CACHE, build_tree=True),  # the pristine cache every Python starts from
                 Step(Action.SAVE_BUILD_STATE, build_tree=True),
+                # conda-build copies what is left into every output's env (not on placeholders: a
+                # rehearsal's prefix is no conda-build host env)
+                Step(Action.CLEAR_PREFIX, build_tree=True),
             ),
         ),
         (Phase.LINALG, (Step(Action.INSTALL, When.LAZY_LINALG),)),

@@ -7,6 +7,7 @@ with in its work dir (:mod:`megabuild.pipeline.top_level_record`), and every out
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -105,6 +106,29 @@ def _abi_flag(env: Mapping[str, str]) -> str:
     return "t" if re.fullmatch(r"python\d+\.\d+t", Path(env.get("SP_DIR", "")).parent.name) else ""
 
 
+def _host_python(prefix: Path, target_platform: str) -> tuple[str, Path] | None:
+    """(``3.12`` / ``3.13t``, its site-packages) of the python package installed in ``prefix``.
+
+    conda-build's ``PY_VER`` and ``SP_DIR`` do not always name it: the top level gets the
+    ``PY_VER`` of the python variant it is built for (its host python is ``megabuild_python``),
+    and ``SP_DIR`` is the first ``lib/python?.*`` directory of the host prefix, which every output
+    reuses (the top level's ``lib/python3.12`` stays). None without a python record (no conda)."""
+    records = sorted((prefix / "conda-meta").glob("python-[0-9]*.json"))
+    if not records:
+        return None
+    record = json.loads(records[0].read_text(encoding="utf-8"))
+    short = ".".join(str(record["version"]).split(".")[:2])
+    freethreaded = str(record.get("build", "")).endswith("t") or "py_freethreading" in str(
+        record.get("track_features", "")
+    )
+    py_ver = short + ("t" if freethreaded else "")
+    if record.get("python_site_packages_path"):
+        return py_ver, prefix / record["python_site_packages_path"]
+    if target_platform.startswith("win-"):
+        return py_ver, prefix / "Lib" / "site-packages"
+    return py_ver, prefix / "lib" / f"python{py_ver}" / "site-packages"
+
+
 def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
     """The options of this step; a missing or malformed variable is one error naming it."""
     env = os.environ if env is None else env
@@ -112,6 +136,10 @@ def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
     if not re.fullmatch(r"\d+\.\d+", py_ver):
         raise MegabuildError(f"PY_VER must be X.Y, got {py_ver!r}")
     py_ver += _abi_flag(env)
+    sp_dir = Path(_required(env, "SP_DIR"))
+    host = _host_python(Path(_required(env, "PREFIX")), env.get("target_platform", ""))
+    if host is not None:
+        py_ver, sp_dir = host
     cuda_version = _required(env, "cuda_compiler_version")
     cuda = cuda_version != "None"
     magma_home = env.get("MAGMA_HOME")
@@ -121,7 +149,7 @@ def from_environment(env: Mapping[str, str] | None = None) -> BuildOptions:
         src_dir=src_dir,
         recipe_dir=Path(_required(env, "RECIPE_DIR")),
         prefix=Path(_required(env, "PREFIX")),
-        sp_dir=Path(_required(env, "SP_DIR")),
+        sp_dir=sp_dir,
         py_ver=py_ver,
         target_platform=_required(env, "target_platform"),
         cuda=cuda,

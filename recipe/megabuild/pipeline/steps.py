@@ -22,6 +22,7 @@ from megabuild.model import LIBTORCH, LINALG, LinalgVariant
 from megabuild.pipeline import (
     forwarded_env,
     frontend,
+    prefix_clear,
     rebuild_guard,
     skbuild_state,
     telemetry,
@@ -72,6 +73,7 @@ class RealBuild:
             Action.VERIFY: self.verify,
             Action.SAVE_CACHE: self.save_cache,
             Action.SAVE_BUILD_STATE: self.save_build_state,
+            Action.CLEAR_PREFIX: self.clear_prefix,
             Action.CHECK_ENV: self.check_env,
             Action.PREPARE_TREE: self.prepare_tree,
             Action.CHECK_TREE_KEPT: self.check_tree_kept,
@@ -165,6 +167,9 @@ class RealBuild:
         opts = self.opts
         state = snapshot.save(opts.build_dir, opts.build_state, opts.py_ver)  # the top level's Python
         print(snapshot.save_report(state, opts.build_state), flush=True)
+
+    def clear_prefix(self, _step: Step) -> None:
+        print(prefix_clear.remove_installed(self.opts.sp_dir, self.opts.prefix), flush=True)
 
     # -- each pytorch output ------------------------------------------------------------------
 
