@@ -8,8 +8,9 @@ setlocal
 @REM No sed and no inline programs: cache edits and the split go through `python -m megabuild`.
 
 @REM `megabuild env` reads the variant keys cuda_compiler_version and blas_impl (and target_platform,
-@REM which conda-build always exports) from the environment; conda-build exports a key only to a
-@REM script that names it as %key% (tests/test_render_used_vars.py): this line is that use.
+@REM which conda-build always counts) from the environment; conda-build counts a key as used by
+@REM the output only where the script names it as %key% (tests/test_render_used_vars.py): this line
+@REM is that use.
 echo Building %PKG_NAME% %PKG_VERSION% (python %PY_VER%, cuda %cuda_compiler_version%, blas %blas_impl%)
 
 @REM ---- the build environment: PyTorch's switches, BLAS, CUDA, MAX_JOBS, CMake's paths ----

@@ -16,10 +16,10 @@ run_megabuild() {
 }
 
 echo "Building ${PKG_NAME} ${PKG_VERSION} (python ${PY_VER:-none}, cuda ${cuda_compiler_version}, blas ${blas_impl})"
-# `megabuild env` (below) reads these variant keys from the environment. conda-build exports a
-# key only to scripts that use it, and counts a use only as the first `$` of a line
-# (tests/test_render_used_vars.py): these lines are those uses. target_platform is
-# used below too (and conda-build always counts it); build_platform is always exported.
+# `megabuild env` (below) reads these variant keys from the environment. conda-build hands every
+# variant key to the script, but counts a key as used by the output (its hash, the CI jobs) only
+# where the script names it as a line's first `$` (tests/test_render_used_vars.py): these lines
+# are those uses. target_platform is used below too (and conda-build always counts it).
 echo "cuda_compiler_version: ${cuda_compiler_version}"
 echo "blas_impl: ${blas_impl}"
 echo "target_platform: ${target_platform}"

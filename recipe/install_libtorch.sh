@@ -6,8 +6,8 @@
 # come from conda-build.
 # shellcheck disable=SC2154
 set -euo pipefail
-# `megabuild activation-scripts` reads these variant keys; conda-build exports a key to a script
-# that names it as the first `$` of a line (tests/test_render_used_vars.py)
+# `megabuild activation-scripts` reads these variant keys; conda-build counts a key as used by the
+# output where the script names it as the first `$` of a line (tests/test_render_used_vars.py)
 echo "cuda_compiler_version: ${cuda_compiler_version}"
 echo "blas_impl: ${blas_impl}"
 if [[ -v arm_variant_type ]]; then

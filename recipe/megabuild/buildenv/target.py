@@ -25,8 +25,9 @@ DEFAULT_CPU_COUNT = 2
 VARIANT_KEYS = (
     "target_platform", "build_platform", "cuda_compiler_version", "blas_impl", model.ARM_VARIANT_KEY,
 )  # fmt: skip
-"""The variant keys this package reads from the environment. conda-build exports a key only to a
-script that names it (``tests/test_render_used_vars.py`` checks that build.sh and bld.bat do)."""
+"""The variant keys this package reads from the environment. conda-build counts a key as used by
+an output (its hash, the CI jobs) only where the output's script names it
+(``tests/test_render_used_vars.py`` checks that build.sh and bld.bat do)."""
 
 
 @dataclass(frozen=True)
