@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from megabuild import model
+
 ENV_KEYS = (
     "PKG_NAME",
     "PKG_VERSION",
@@ -136,7 +138,7 @@ KNOWN: tuple[Known, ...] = (
             "SP_DIR and STDLIB_DIR are a python variant's (3.13 for the CUDA config), the harness's "
             "3.12; the install steps read neither",
         )
-        for script in ("libtorch", "libtorch-cuda-linalg-*")
+        for script in (model.LIBTORCH, f"{model.LINALG}-*")
     ),
     Known(
         "env:*",
