@@ -266,3 +266,29 @@ def test_conda_layout_configures(wheel_tree: Path, python_dev: str, tmp_path: Pa
         assert inc == [f"{prefix}/include", f"{prefix}/include/torch/csrc/api/include"], (name, inc)
         lib = re.search(r"TORCH_PYTHON_LIBRARY: (.*)", out).group(1).strip()
         assert Path(lib).parent == torch_dir.parents[2] / "lib", (name, lib)
+
+
+def test_a_free_threaded_python_is_found_in_a_conda_env(wheel_tree: Path, tmp_path: Path) -> None:
+    """The consumer in a conda env whose only Python is free-threaded (the pytorch 3.14t test env):
+    FindPython searches ``libpython3.Yt`` and the ``t`` interpreter names only when its
+    ``Python3_FIND_ABI`` asks (the fourth element defaults to OFF), so without it the configure
+    ends in ``Could NOT find Python3 (missing: Python3_LIBRARIES ... Development.Embed)``.
+
+    The prefix is the provisioned free-threaded CPython found the way conda's activation finds a
+    test env's: first on ``PATH``, libraries and headers only under the find roots (the prefix;
+    here also the wheel's libtorch, which conda installs in the same prefix)."""
+    from support.freethreaded import freethreaded_or_skip
+
+    ft = freethreaded_or_skip()
+    root = ft.root
+    env = dict(os.environ, PATH=f"{root}/bin{os.pathsep}{os.environ['PATH']}")
+    cmd = [
+        "cmake", "-S", str(PROJECT), "-B", str(tmp_path / "build"), "-G", "Ninja",
+        f"-DTorch_DIR={wheel_tree / 'share' / 'cmake' / 'Torch'}", "-DWITH_TORCH_PYTHON=ON",
+        f"-DCMAKE_FIND_ROOT_PATH={root};{wheel_tree}", "-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY",
+        "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY", "-DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER",
+    ]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cache = (tmp_path / "build" / "CMakeCache.txt").read_text()
+    assert f"{ft.dirname}" in re.search(r"_Python3_INCLUDE_DIR:\w+=(.*)", cache).group(1), cache
