@@ -1,9 +1,9 @@
 """The upstream tests of the ``pytorch`` output: ``recipe/upstream_tests.json`` and the recipe's command.
 
-- the data is at least the anchor's selection (its 9 files and the inductor file, the anchor's
-  commit as provenance), and a planted mistake in it (a skip without a reason, an unknown selector
-  key or value, a -k term pytest would not parse, a dropped anchor file, ...) is refused in one
-  line;
+- the data is at least the selection of conda-forge's pytorch-cpu feedstock (its 9 files and the
+  inductor file, its commit as provenance), and a planted mistake in it (a skip without a reason, an
+  unknown selector key or value, a -k term pytest would not parse, a dropped file of conda-forge's
+  feedstock, ...) is refused in one line;
 - every config's rendered ``pytorch`` outputs run ``megabuild upstream-tests run`` with their own
   platform, CUDA and BLAS, and the pytest command each Python gets is what the data says,
   recomputed here by a second, independent reading of the JSON;
@@ -35,10 +35,10 @@ from megabuild.upstream_tests.selection import PackageTestEnv, load_selection, p
 
 DATA = RECIPE / "upstream_tests.json"
 MEGABUILD_PYTHON = read_recipe(REPO).megabuild_python  # meta.yaml, the one place
-# What the anchor runs: conda-forge/pytorch-cpu-feedstock's recipe/meta.yaml at this commit.
+# What conda-forge's pytorch-cpu feedstock runs: its recipe/meta.yaml at this commit.
 # The data must say the same, and run at least these.
-ANCHOR_COMMIT = "74dd3d46ff0c3d05053197961386b5a2018cf3d1"
-ANCHOR_FILES = [
+CONDA_FORGE_COMMIT = "74dd3d46ff0c3d05053197961386b5a2018cf3d1"
+CONDA_FORGE_FILES = [
     "test/test_autograd.py",
     "test/test_autograd_fallback.py",
     "test/test_custom_ops.py",
@@ -49,7 +49,7 @@ ANCHOR_FILES = [
     "test/test_torch.py",
     "test/test_xnnpack_integration.py",
 ]
-ANCHOR_INDUCTOR = ["test/inductor/test_torchinductor.py"]
+CONDA_FORGE_INDUCTOR = ["test/inductor/test_torchinductor.py"]
 FULL_PYTHONS = {MEGABUILD_PYTHON, "3.14t"}
 RUN_COMMAND = "python -m megabuild upstream-tests run"
 
@@ -59,23 +59,23 @@ def raw_data() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The data: the anchor's selection, and planted mistakes
+# The data: conda-forge's selection, and planted mistakes
 # ---------------------------------------------------------------------------------------------
 
 
-def test_the_data_keeps_the_anchor_selection_with_its_commit() -> None:
+def test_the_data_keeps_the_conda_forge_selection_with_its_commit() -> None:
     selection = load_selection(DATA)
-    assert selection.anchor_commit == ANCHOR_COMMIT
-    assert list(selection.anchor_files) == ANCHOR_FILES + ANCHOR_INDUCTOR
-    assert set(ANCHOR_FILES + ANCHOR_INDUCTOR) <= {f.path for f in selection.files}
+    assert selection.conda_forge_commit == CONDA_FORGE_COMMIT
+    assert list(selection.conda_forge_files) == CONDA_FORGE_FILES + CONDA_FORGE_INDUCTOR
+    assert set(CONDA_FORGE_FILES + CONDA_FORGE_INDUCTOR) <= {f.path for f in selection.files}
     assert selection.timeout_s > 0 and selection.markers == "not hypothesis"
     raw = raw_data()
-    # every skip says where it comes from: the anchor's comment, or null for ours alone
-    assert all("anchor" in skip for skip in raw["skips"])
-    kept = {s["test"] for s in raw["skips"] if s["anchor"] is not None}
-    dropped = {s["test"] for s in raw["anchor_skips_not_kept"]}
-    # the anchor's 114 skip lines name 109 tests; each is kept or listed as not kept
-    assert len(kept) + len(dropped) == raw["anchor"]["skipped_tests"] == 109
+    # every skip says where it comes from: the comment in conda-forge's feedstock, or null for ours alone
+    assert all("conda_forge" in skip for skip in raw["skips"])
+    kept = {s["test"] for s in raw["skips"] if s["conda_forge"] is not None}
+    dropped = {s["test"] for s in raw["conda_forge_skips_not_kept"]}
+    # conda-forge's 114 skip lines name 109 tests; each is kept or listed as not kept
+    assert len(kept) + len(dropped) == raw["conda_forge"]["skipped_tests"] == 109
     assert not kept & dropped
 
 
@@ -99,7 +99,10 @@ PLANTED = {
         lambda d: _first_skip(d).update(reason=" "),
         r"skips\[0\]\.reason: a non-empty",
     ),
-    "skip without provenance": (lambda d: _first_skip(d).pop("anchor"), r"missing key\(s\) \['anchor'\]"),
+    "skip without provenance": (
+        lambda d: _first_skip(d).pop("conda_forge"),
+        r"missing key\(s\) \['conda_forge'\]",
+    ),
     "unknown selector key": (
         lambda d: _first_skip(d).update(when={"os": ["linux"]}),
         r"skips\[0\]\.when: unknown key\(s\) \['os'\]",
@@ -121,7 +124,7 @@ PLANTED = {
     ),
     "dash in a name": (lambda d: _first_skip(d).update(test="test-a"), r"not a pytest -k term"),
     "skip listed twice": (lambda d: d["skips"].append(copy.deepcopy(d["skips"][0])), r"skips: listed twice"),
-    "anchor file dropped": (
+    "conda-forge file dropped": (
         lambda d: d.update(files=[f for f in d["files"] if f["path"] != "test/test_linalg.py"]),
         r"missing \['test/test_linalg.py'\]",
     ),
@@ -130,20 +133,23 @@ PLANTED = {
         r"test_torchinductor",
     ),
     "file outside test/": (lambda d: d["files"][0].update(path="../x.py"), r"under test/"),
-    "short anchor commit": (lambda d: d["anchor"].update(commit="74dd3d46"), r"40-digit"),
+    "short conda-forge commit": (lambda d: d["conda_forge"].update(commit="74dd3d46"), r"40-digit"),
     "workers without a default": (lambda d: d["pytest"]["workers"].pop(), r"last entry must match every env"),
     "timeout not a number": (lambda d: d["pytest"].update(timeout_s="1200"), r"timeout_s"),
     "kept and not kept": (
-        lambda d: d["anchor_skips_not_kept"].append(
-            {"test": _first_skip(d)["test"], "anchor_selector": "x", "why_not": "y"}
+        lambda d: d["conda_forge_skips_not_kept"].append(
+            {"test": _first_skip(d)["test"], "conda_forge_selector": "x", "why_not": "y"}
         ),
         r"is in skips too",
     ),
-    "an anchor skip dropped silently": (
+    "a conda-forge skip dropped silently": (
         lambda d: d["skips"].pop(0),
-        r"the anchor skips 109 tests, but 90 skips",
+        r"conda-forge's feedstock skips 109 tests, but 90 skips",
     ),
-    "an anchor skip passed off as ours": (lambda d: _first_skip(d).update(anchor=None), r"account for each"),
+    "a conda-forge skip passed off as ours": (
+        lambda d: _first_skip(d).update(conda_forge=None),
+        r"account for each",
+    ),
     "unknown top-level key": (lambda d: d.update(skip=[]), r"unknown key\(s\) \['skip'\]"),
 }
 
@@ -263,7 +269,7 @@ def test_every_config_runs_the_data_on_the_megabuild_python_and_314t() -> None:
         assert pytest_args(selection, env) == expected, output.dist
         if expected is not None:
             full.setdefault(output.config, set()).add(python)
-            assert set(ANCHOR_FILES) <= set(expected), output.dist
+            assert set(CONDA_FORGE_FILES) <= set(expected), output.dist
     assert full and all(pythons == FULL_PYTHONS for pythons in full.values()), full
     assert len(full) == len(list_configs(REPO))
 
@@ -277,9 +283,9 @@ def test_inductor_and_skips_follow_their_selectors() -> None:
         assert got is not None
         return got
 
-    assert ANCHOR_INDUCTOR[0] in args("linux-64", "13.0", "mkl")
-    assert ANCHOR_INDUCTOR[0] not in args("linux-aarch64", "None", "generic")
-    assert ANCHOR_INDUCTOR[0] not in args("osx-arm64", "None", "generic", "3.14t")
+    assert CONDA_FORGE_INDUCTOR[0] in args("linux-64", "13.0", "mkl")
+    assert CONDA_FORGE_INDUCTOR[0] not in args("linux-aarch64", "None", "generic")
+    assert CONDA_FORGE_INDUCTOR[0] not in args("osx-arm64", "None", "generic", "3.14t")
     assert args("linux-64", "13.0", "mkl")[:2] == ["-n", "1"]
     assert args("linux-64", "None", "mkl")[:2] == ["-n", "2"]
     aarch64 = args("linux-aarch64", "None", "generic")
@@ -440,7 +446,7 @@ def test_run_executes_the_command_with_xdist_and_timeout(tmp_path: Path) -> None
     data = _mutate(
         lambda d: d.update(skips=[s for s in d["skips"] if s["test"] != "TestTorch and test_print"])
     )
-    data["anchor"]["skipped_tests"] -= 1
+    data["conda_forge"]["skipped_tests"] -= 1
     bad.write_text(json.dumps(data), encoding="utf-8")
     res = _run_with_this_python(tmp_path, "run", *env_args, "--data", bad)
     assert res.returncode == 1 and "10 failed" in res.stdout, res.stdout[-2000:]

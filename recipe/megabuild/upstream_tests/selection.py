@@ -3,9 +3,9 @@
 The data file is the one place that says which upstream test files the ``pytorch`` output's test
 section runs, with which pytest options, and which tests it skips where. Every skip carries our
 reason, a selector over the test env (``platform``, ``cuda``, ``blas``, ``python``) and its
-provenance in the anchor feedstock. Loading refuses anything it cannot check: an unknown key, a
-value outside the ``universe`` the file declares, a skip without a reason, a ``-k`` term pytest
-would not parse, an anchor test file left out.
+provenance in conda-forge's pytorch-cpu feedstock. Loading refuses anything it cannot check: an
+unknown key, a value outside the ``universe`` the file declares, a skip without a reason, a ``-k``
+term pytest would not parse, a test file of conda-forge's feedstock left out.
 """
 
 from __future__ import annotations
@@ -28,16 +28,16 @@ NO_CUDA = "None"
 
 _TOP_KEYS = {
     "about",
-    "anchor",
+    "conda_forge",
     "universe",
     "full_pythons",
     "files",
     "pytest",
     "environment",
     "skips",
-    "anchor_skips_not_kept",
+    "conda_forge_skips_not_kept",
 }
-_ANCHOR_KEYS = {
+_CONDA_FORGE_KEYS = {
     "feedstock",
     "commit",
     "path",
@@ -93,8 +93,8 @@ class Skip:
     """A ``-k`` term: ``TestTorch and test_print``."""
     when: Selector
     reason: str
-    anchor: str | None
-    """What the anchor had (its comment and selector); None: our skip alone."""
+    conda_forge: str | None
+    """What conda-forge's feedstock had (its comment and selector); None: our skip alone."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ class UpstreamFile:
 class Selection:
     universe: dict[str, tuple[str, ...]]
     """The values a selector (and a test env) may name, per selector key."""
-    anchor_commit: str
-    anchor_files: tuple[str, ...]
+    conda_forge_commit: str
+    conda_forge_files: tuple[str, ...]
     full_pythons: tuple[str, ...]
     files: tuple[UpstreamFile, ...]
     markers: str
@@ -191,25 +191,28 @@ def load_selection(path: Path) -> Selection:
 def parse_selection(raw: Any) -> Selection:
     data = _mapping(raw, "the file", required=_TOP_KEYS)
     universe = _universe(data["universe"])
-    anchor = _mapping(data["anchor"], "anchor", required=_ANCHOR_KEYS)
-    _text(anchor["feedstock"], "anchor.feedstock")
-    commit = _text(anchor["commit"], "anchor.commit")
+    conda_forge = _mapping(data["conda_forge"], "conda_forge", required=_CONDA_FORGE_KEYS)
+    _text(conda_forge["feedstock"], "conda_forge.feedstock")
+    commit = _text(conda_forge["commit"], "conda_forge.commit")
     if not _COMMIT.fullmatch(commit):
-        raise MegabuildError(f"anchor.commit: not a 40-digit commit: {commit!r}")
-    anchor_files = (*_texts(anchor["test_files"], "anchor.test_files"),)
-    anchor_files += _texts(anchor["inductor_files"], "anchor.inductor_files")
+        raise MegabuildError(f"conda_forge.commit: not a 40-digit commit: {commit!r}")
+    conda_forge_files = (*_texts(conda_forge["test_files"], "conda_forge.test_files"),)
+    conda_forge_files += _texts(conda_forge["inductor_files"], "conda_forge.inductor_files")
     files = tuple(_test_file(entry, f"files[{i}]", universe) for i, entry in enumerate(_items(data, "files")))
-    missing = sorted(set(anchor_files) - {f.path for f in files})
+    missing = sorted(set(conda_forge_files) - {f.path for f in files})
     if missing:
-        raise MegabuildError(f"files: the anchor's test files are not all run: missing {missing}")
+        raise MegabuildError(
+            f"files: the test files of conda-forge's feedstock are not all run: missing {missing}"
+        )
     skips = tuple(_skip(entry, f"skips[{i}]", universe) for i, entry in enumerate(_items(data, "skips")))
     _no_duplicates([s.test for s in skips], "skips")
     _no_duplicates([f.path for f in files], "files")
-    from_anchor = {s.test for s in skips if s.anchor is not None}
-    not_kept = _not_kept(data["anchor_skips_not_kept"], {s.test for s in skips})
-    if not isinstance(anchor["skipped_tests"], int) or len(from_anchor) + not_kept != anchor["skipped_tests"]:
+    from_conda_forge = {s.test for s in skips if s.conda_forge is not None}
+    not_kept = _not_kept(data["conda_forge_skips_not_kept"], {s.test for s in skips})
+    skipped = conda_forge["skipped_tests"]
+    if not isinstance(skipped, int) or len(from_conda_forge) + not_kept != skipped:
         raise MegabuildError(
-            f"the anchor skips {anchor['skipped_tests']} tests, but {len(from_anchor)} skips name it as "
+            f"conda-forge's feedstock skips {skipped} tests, but {len(from_conda_forge)} skips name it as "
             f"their source and {not_kept} are listed as not kept: account for each"
         )
     full = _mapping(data["full_pythons"], "full_pythons", required={"pythons", "reason"})
@@ -219,8 +222,8 @@ def parse_selection(raw: Any) -> Selection:
     pytest = _pytest_options(data["pytest"], universe)
     return Selection(
         universe=universe,
-        anchor_commit=commit,
-        anchor_files=anchor_files,
+        conda_forge_commit=commit,
+        conda_forge_files=conda_forge_files,
         full_pythons=full_pythons,
         files=files,
         skips=skips,
@@ -269,17 +272,17 @@ def _selector(raw: Any, where: str, universe: Mapping[str, tuple[str, ...]]) -> 
 
 
 def _skip(raw: Any, where: str, universe: Mapping[str, tuple[str, ...]]) -> Skip:
-    entry = _mapping(raw, where, required={"test", "when", "reason", "anchor"})
+    entry = _mapping(raw, where, required={"test", "when", "reason", "conda_forge"})
     test = _text(entry["test"], f"{where}.test")
     _check_k_term(test, f"{where}.test")
-    anchor = entry["anchor"]
-    if anchor is not None:
-        anchor = _text(anchor, f"{where}.anchor")
+    conda_forge = entry["conda_forge"]
+    if conda_forge is not None:
+        conda_forge = _text(conda_forge, f"{where}.conda_forge")
     return Skip(
         test,
         _selector(entry["when"], f"{where}.when", universe),
         _text(entry["reason"], f"{where}.reason"),
-        anchor,
+        conda_forge,
     )
 
 
@@ -317,16 +320,18 @@ def _environment(raw: Any) -> tuple[tuple[str, str], ...]:
 
 
 def _not_kept(raw: Any, kept: set[str]) -> int:
-    """The anchor's skips we do not keep, each with why; none may be kept too. Returns how many."""
+    """The skips of conda-forge's feedstock we do not keep, each with why; none kept too. Returns how many."""
     if not isinstance(raw, list):
-        raise MegabuildError("anchor_skips_not_kept: a list")
+        raise MegabuildError("conda_forge_skips_not_kept: a list")
     for i, item in enumerate(raw):
-        entry = _mapping(item, f"anchor_skips_not_kept[{i}]", required={"test", "anchor_selector", "why_not"})
-        test = _text(entry["test"], f"anchor_skips_not_kept[{i}].test")
-        _text(entry["anchor_selector"], f"anchor_skips_not_kept[{i}].anchor_selector")
-        _text(entry["why_not"], f"anchor_skips_not_kept[{i}].why_not")
+        entry = _mapping(
+            item, f"conda_forge_skips_not_kept[{i}]", required={"test", "conda_forge_selector", "why_not"}
+        )
+        test = _text(entry["test"], f"conda_forge_skips_not_kept[{i}].test")
+        _text(entry["conda_forge_selector"], f"conda_forge_skips_not_kept[{i}].conda_forge_selector")
+        _text(entry["why_not"], f"conda_forge_skips_not_kept[{i}].why_not")
         if test in kept:
-            raise MegabuildError(f"anchor_skips_not_kept[{i}]: {test!r} is in skips too")
+            raise MegabuildError(f"conda_forge_skips_not_kept[{i}]: {test!r} is in skips too")
     return len(raw)
 
 
