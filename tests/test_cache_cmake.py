@@ -298,7 +298,7 @@ def test_file_api_oracle_catches_a_wrong_cache_edit(probe_run: Probe) -> None:
 
 
 def test_naive_sed_does_not_match_a_fresh_configure(probe: list[Pair]) -> None:
-    """Control: the anchor's sed on a fresh cache of A leaves differences our comparison catches."""
+    """Control: conda-forge's sed on a fresh cache of A leaves differences our comparison catches."""
     pair = probe[0]
     a, b = pair.a, pair.b
     sed = pair.fresh_a.replace(a.short, b.short)  # s/3\.11/3.12/g, escaped even

@@ -104,7 +104,7 @@ def test_swap_changes_exactly_the_python_entries() -> None:
 
 
 def test_naive_sed_is_what_we_avoid() -> None:
-    """The anchor's unescaped sed corrupts the version list; our swap does not."""
+    """The unescaped sed of conda-forge's feedstock corrupts the version list; our swap does not."""
     text = synthetic()
     sed = re.sub(r"3.11", "3.12", text)  # sed s/3.11/3.12/g with an unescaped dot
     assert "Python;3.12;7" in sed or "3;11;7" in sed  # the list form is not fixed by sed

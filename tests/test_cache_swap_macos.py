@@ -30,7 +30,7 @@ scikit-build-core writes; they were not copied from a real Mac build. Their sour
   (``/Library/Frameworks/Python.framework/Versions/3.12``, one of the framework dirs FindPython
   itself searches on Apple hosts).
 
-The anchor feedstock's build.sh edits the cache with three seds
+The build.sh of conda-forge's pytorch-cpu feedstock edits the cache with three seds
 (``s/3\\.12/$PY_VER/g``, ``s/3;12/...``, ``s/cpython-312/...``) on every platform: the failing control.
 """
 
@@ -276,8 +276,8 @@ def swap_problems(before: str, after: str, keys: set[str]) -> list[str]:
     return problems
 
 
-def anchor_sed(text: str, py_ver: str) -> str:
-    """The anchor feedstock's build.sh (PKG_NAME == pytorch), its three seds in order."""
+def conda_forge_sed(text: str, py_ver: str) -> str:
+    """The build.sh of conda-forge's feedstock (PKG_NAME == pytorch), its three seds in order."""
     major, minor = py_ver.split(".")
     text = re.sub(r"3\.12", py_ver, text)
     text = re.sub(r"3;12", f"{major};{minor}", text)
@@ -285,16 +285,16 @@ def anchor_sed(text: str, py_ver: str) -> str:
 
 
 @pytest.mark.parametrize("embed", [False, True], ids=["no-libpython", "libpython"])
-def test_anchor_sed_fails_the_check_the_typed_edit_passes(embed: bool) -> None:
+def test_conda_forge_sed_fails_the_check_the_typed_edit_passes(embed: bool) -> None:
     text = macos_cache(embed=embed)
     keys = versioned(False, embed)
     cache = CacheFile.parse(text)
     swap_python(cache, "3.12", "3.13.5")
     assert swap_problems(text, cache.render(), keys) == []
-    problems = swap_problems(text, anchor_sed(text, "3.13"), keys)
+    problems = swap_problems(text, conda_forge_sed(text, "3.13"), keys)
     # the tool in the python.org framework moves to a directory that does not exist
     assert "CLANG_FORMAT_EXECUTABLE changed" in problems
-    moved = CacheFile.parse(anchor_sed(text, "3.13")).as_dict()["CLANG_FORMAT_EXECUTABLE"].value
+    moved = CacheFile.parse(conda_forge_sed(text, "3.13")).as_dict()["CLANG_FORMAT_EXECUTABLE"].value
     assert moved == "/Library/Frameworks/Python.framework/Versions/3.13/bin/clang-format"
     # FindPython trusts the cached properties: the sed leaves 3.12's patch level (3.13.11)
     assert "_Python_INTERPRETER_PROPERTIES is not what Python 3.13.5 reports" in problems

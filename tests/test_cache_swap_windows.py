@@ -16,8 +16,8 @@ scikit-build-core writes; it was not copied from a real Windows build. Its sourc
   ``_Python_RUNTIME_LIBRARY_RELEASE``, ``FIND_PACKAGE_MESSAGE_DETAILS_Python`` with
   ``[v3.12.1(3.10)]``.
 * Backslashes from the environment: ``bld.bat`` sets ``CMAKE_PREFIX_PATH=%LIBRARY_PREFIX%`` and
-  EnvVarForwarding.cmake copies it into the cache; the anchor feedstock's ``bld.bat`` seds
-  ``numpy\\core\\include`` (backslashes) in its cache. ``PYTHON_LIBRARY_HINT`` and the lower-case
+  EnvVarForwarding.cmake copies it into the cache; the ``bld.bat`` of conda-forge's feedstock
+  seds ``numpy\\core\\include`` (backslashes) in its cache. ``PYTHON_LIBRARY_HINT`` and the lower-case
   ``d:`` spellings are synthetic: they check the separator- and case-blind prefix match.
 * Traps outside the host prefix: BUILD_PREFIX's tools, a python.org all-users Python
   (``C:/Program Files/Python312``), the CUDA toolkit (``.../CUDA/v12.9``), a ``cuda-13.12`` token.
@@ -252,7 +252,7 @@ def swap_problems(before: str, after: str) -> list[str]:
 
 
 def test_naive_sed_fails_the_check_the_typed_edit_passes() -> None:
-    """The anchor feedstock's bld.bat: ``sed "s/\\([Pp]ython\\)312/\\1%CONDA_PY%/g"`` over the file."""
+    """conda-forge's bld.bat: ``sed "s/\\([Pp]ython\\)312/\\1%CONDA_PY%/g"`` over the file."""
     text = windows_cache()
     cache = CacheFile.parse(text)
     swap_python(cache, "3.12", "3.13.5")

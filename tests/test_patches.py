@@ -189,16 +189,17 @@ def test_series_numbers_are_unique_and_every_gap_is_documented():
     assert not undocumented, f"numbers {sorted(undocumented)} missing without a line under '## Deleted'"
 
 
-# -- the anchor table: each reason must hold for this recipe ----------------------------------------
+# -- the table of conda-forge's patches: each reason must hold for this recipe ---------------------
 
 UPSTREAM_TESTS = ROOT / "recipe" / "upstream_tests.json"
-# words of the anchor table that name a conda platform family
+# words of that table that name a conda platform family
 PLATFORM_WORDS = {"windows": "win", "win": "win", "macos": "osx", "osx": "osx", "linux": "linux"}
 
 
-def anchor_rows(readme: str) -> dict[str, str]:
-    """anchor patch (first cell, e.g. "0008 remove ...") -> the "here" cell of the anchor table."""
-    section = readme.split("\n## The anchor feedstock's patches\n", 1)[1].split("\n## ", 1)[0]
+def conda_forge_rows(readme: str) -> dict[str, str]:
+    """conda-forge patch (first cell, e.g. "0008 remove ...") -> the "here" cell of its table."""
+    heading = "\n## The conda-forge pytorch-cpu feedstock's patches\n"
+    section = readme.split(heading, 1)[1].split("\n## ", 1)[0]
     rows: dict[str, str] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -215,28 +216,28 @@ def built_families() -> set[str]:
 
 
 def stale_claims(rows: dict[str, str], families: set[str], test_files: set[str], xdist: bool) -> list[str]:
-    """Reasons in the anchor table that contradict what the recipe builds and tests."""
+    """Reasons in the table of conda-forge's patches that contradict what the recipe builds and tests."""
     stale = []
-    for anchor, here in rows.items():
+    for patch, here in rows.items():
         # "not built here", or a reason that is only a platform ("Windows-only (...)")
         if "not built here" in here or re.match(r"(?:Windows|macOS|Linux)-only\b", here):
             named = {PLATFORM_WORDS[w] for w in re.findall(r"[A-Za-z]+", here.lower()) if w in PLATFORM_WORDS}
             if not named or named & families:
                 built = sorted(named & families) or "a platform"
-                stale.append(f"{anchor}: 'not built here', but {built} is built")
+                stale.append(f"{patch}: 'not built here', but {built} is built")
         for name in re.findall(r"`(test_\w+\.py)` is not", here):
             if any(path.endswith("/" + name) for path in test_files):
-                stale.append(f"{anchor}: says {name} is not run; recipe/upstream_tests.json runs it")
+                stale.append(f"{patch}: says {name} is not run; recipe/upstream_tests.json runs it")
         if xdist and re.search(r"without (?:pytest-)?xdist", here):
-            stale.append(f"{anchor}: says the tests run without xdist; the test section has pytest-xdist")
+            stale.append(f"{patch}: says the tests run without xdist; the test section has pytest-xdist")
     return stale
 
 
-def test_anchor_table_reasons_hold_for_this_recipe():
-    """No anchor patch is waved off for a platform .ci_support builds or a test the recipe runs."""
+def test_conda_forge_table_reasons_hold_for_this_recipe():
+    """No conda-forge patch is waved off for a platform .ci_support builds or a test the recipe runs."""
     import json
 
-    rows = anchor_rows((PATCH_DIR / "README.md").read_text(encoding="utf-8"))
+    rows = conda_forge_rows((PATCH_DIR / "README.md").read_text(encoding="utf-8"))
     assert len(rows) > 20, sorted(rows)
     tests = json.loads(UPSTREAM_TESTS.read_text(encoding="utf-8"))
     files = {f["path"] for f in tests["files"]}
@@ -244,7 +245,7 @@ def test_anchor_table_reasons_hold_for_this_recipe():
     assert not stale_claims(rows, built_families(), files, xdist)
 
 
-def test_stale_anchor_reasons_are_caught():
+def test_stale_conda_forge_reasons_are_caught():
     """The check above refuses each kind of stale reason (rows as this table once had them)."""
     rows = {
         "0008 remove `DESTINATION lib`": "Windows-only (`lib` vs `bin` for DLLs); not built here",

@@ -95,8 +95,8 @@ def explained_hints(feedstock: Path) -> dict[str, str]:
 
     Every config is a megabuild: the top level builds libtorch once, with one Python (meta.yaml's
     ``megabuild_python``), so its host names ``python X.Y`` where the pinning lists every Python;
-    the outputs' hosts take the pinning's. (The anchor feedstock's top level pins ``python 3.12``
-    alike.) Only that spec, with the recipe's own megabuild Python, is explained."""
+    the outputs' hosts take the pinning's. (conda-forge's pytorch-cpu feedstock pins ``python 3.12``
+    at its top level alike.) Only that spec, with the recipe's own megabuild Python, is explained."""
     python = read_recipe(feedstock).megabuild_python
     spec = str([f"- In section host: `python {python}`"])
     return {f"{PINNED_HINT}\n{spec}": f"the top level builds with the megabuild Python {python} on purpose"}

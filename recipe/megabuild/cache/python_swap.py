@@ -6,10 +6,10 @@ at the *same* prefix, so the interpreter path (``$PREFIX/bin/python``) does
 not change; only version-bearing values do. FindPython trusts
 ``_Python_INTERPRETER_PROPERTIES`` while ``Python_EXECUTABLE`` is unchanged,
 so that entry must be exactly what the new interpreter would report (the
-anchor feedstock's sed left the old patch level there). The development and
-NumPy entries are guarded by MD5 signatures: when we change their paths the
-signatures no longer match and CMake re-searches and rewrites them
-(``*_SIGNATURE`` entries are therefore never edited here).
+sed of conda-forge's pytorch-cpu feedstock left the old patch level there).
+The development and NumPy entries are guarded by MD5 signatures: when we
+change their paths the signatures no longer match and CMake re-searches and
+rewrites them (``*_SIGNATURE`` entries are therefore never edited here).
 
 Which values are touched
 ------------------------
