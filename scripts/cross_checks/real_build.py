@@ -43,12 +43,8 @@ from feedstock.package_compare import KNOWN, PackageView, compare, view_from_dir
 from feedstock.paths import RECIPE, TESTS
 from harness.pythons import CPython, find_cpythons, find_freethreaded
 
-CONFIGS = {
-    "cpu": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.17"
-    "cuda_compiler_versionNonecxx_compiler_version14.yaml",
-    "cuda": "linux_64_blas_implgenericc_compiler_version14c_stdlib_version2.28"
-    "cuda_compiler_version13.0cxx_compiler_version14.yaml",
-}
+# build-locally.py's aliases of the two configs (the names a rerender gives them change with its keys)
+CONFIGS = {"cpu": "linux_64_cpu_generic", "cuda": "linux_64_cuda13.0_generic"}
 MEGABUILD_PYTHON = "3.12"
 LICENSE_FILES = ("LICENSE", "NOTICE")  # meta.yaml's about/license_file
 OFFLINE = Path(__file__).resolve().parent / "conda_build_offline.py"
@@ -188,7 +184,7 @@ def prepare_recipe(dest: Path, tarball: Path, sha256: str) -> Path:
             line = f"{line[: line.index('sha256:')]}sha256: {sha256}"
         elif _left_out(stripped, line, MIRRORED_PATCHES):
             continue
-        elif "megabuild check-binaries" in line:
+        elif "megabuild check-binaries" in line and stripped.startswith("- "):
             body, sep, selector = line.partition("  # [")
             line = f"{body} --explained megabuild/{EXPLAINED.name}" + (f"  # [{selector}" if sep else "")
         lines.append(line)
