@@ -47,10 +47,8 @@ from harness.packaging import (
     BLAS_NAMES,
     Package,
     blas_netlib_packages,
-    blas_runtime_package,
     build_conda,
     build_stand_in_project,
-    empty_package,
     install_package_files,
     magma_packages,
     numpy_package,
@@ -88,8 +86,6 @@ def skbuild_packages(version: str, python: tuple[int, int]) -> list[str]:
 
 
 MAGMA_NAMES = ("libmagma", "libmagma-devel")
-# the channel's stand-in records that get real files (blas_runtime_package)
-RUNTIME_BLAS_NAMES = (*BLAS_NAMES, "libopenblas")
 TARGET_PLATFORM = "linux-64"
 # Variant keys that legitimately split an output (megabuild). Used only to detect render anomalies.
 SPLITTING_KEYS = {LINALG: ("with_magma",), PYTORCH: ("python",)}
@@ -780,9 +776,12 @@ class Runner:
         self.log(f"--> {pkg.dist}: metapackage (no script)")
 
     def _stand_ins(self, built: Sequence[Any], rewrites: Mapping[str, str]) -> None:
-        """python/numpy per Python, libmagma(-devel), OpenBLAS behind the netlib names, and empty
-        packages for every other dependency."""
-        from feedstock.channel import FREETHREADED_PYTHONS, stand_in_records
+        """The test envs' channel: python/numpy per Python, libmagma(-devel), and for every other
+        dependency of the built packages what :func:`harness.stand_ins.requirement_stand_ins`
+        makes (the function the real conda-build's channel takes them from)."""
+        from feedstock.channel import FREETHREADED_PYTHONS
+
+        from harness.stand_ins import requirement_stand_ins
 
         stand_dir = self.work / "stand-ins"
         real: list[Package] = []
@@ -791,23 +790,16 @@ class Runner:
             real.append(numpy_package(cpython, stand_dir, self.pip_cache))
         real += list(self._magma())
         records = [p.record for p in self.packages.values()]
-        real_keys = {(p.name, p.record.get("version")) for p in real}
         freethreaded = [*FREETHREADED_PYTHONS, *(c.short for c in self.all_pythons if c.freethreaded)]
-        for rec in stand_in_records(records, "linux-64", freethreaded):
-            name = rec["name"]
-            if name in ("python", "numpy", *MAGMA_NAMES):
-                continue  # real ones below
-            pkg = None
-            if name in RUNTIME_BLAS_NAMES:
-                pkg = blas_runtime_package(rec, self._blas(), stand_dir / "blas-runtime")
-            if pkg is None:
-                pkg = empty_package(rec, stand_dir)
+        others = requirement_stand_ins(
+            records, stand_dir, freethreaded=freethreaded, made={"numpy", *MAGMA_NAMES}, blas=self._blas
+        )
+        for pkg in others:
             build_conda(pkg, self.channel)
             self.stand_ins[pkg.dist] = pkg
         for pkg in real:
             build_conda(pkg, self.channel, about={"summary": f"{pkg.name} stand-in built from this machine"})
             self.stand_ins[pkg.dist] = pkg
-        _ = real_keys
 
 
 def run_config(

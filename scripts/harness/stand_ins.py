@@ -1,7 +1,13 @@
 """The local channel of stand-in packages a run of the recipe solves its environments from.
 
-:func:`make_channel` is the one place the stand-ins are made, for the real conda-build
-(``scripts/cross_checks/real_build.py``) as for any caller that wants conda-build's view of them:
+:func:`make_channel` makes the channel the real conda-build solves from
+(``scripts/cross_checks/real_build.py``). The harness (:mod:`harness.conda_build`) installs its
+build and host prefixes without solving (pip, the CUDA wheels, its own outputs) and solves only its
+test envs, from a channel of its outputs, python and numpy per Python (the same
+:func:`harness.packaging.python_package` and ``numpy_package``; py-rattler links the stdlib's
+directory links that conda cannot (:func:`real_stdlib`), and no test env is packaged, so a
+``.pyc`` written there is no stray file (:func:`compiled`)) and, for every other dependency,
+:func:`requirement_stand_ins`, the function :func:`make_channel` takes them from too. The channel:
 
 * ``python`` for each CPython here (:func:`harness.packaging.python_package`) with the build string
   the config's ``python`` value asks for (``*_cpython`` for 3.12, ``*_cp313`` for 3.13,
@@ -30,7 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,7 @@ from feedstock.specs import spec_name, spec_parts
 from harness import activation, cuda_toolchain
 from harness.channel import index
 from harness.packaging import (
+    BLAS_NAMES,
     PREFIX_PLACEHOLDER,
     Package,
     abi_tag,
@@ -402,14 +409,38 @@ def make_channel(
     if toolchain is not None:
         made += _magma(work, first)
         made += cuda_packages(toolchain, work)
-    made_names = {p.name for p in made}
-    records = [_record("spec-holder", "0", "0", sorted(set(specs)))]
-    freethreaded = [c.short for c, _ in pythons if c.freethreaded]
+    holder = _record("spec-holder", "0", "0", list(dict.fromkeys(specs)))
+    made_names = {p.name for p in made} - {"libblas", "libcblas", "liblapack"}  # runtime builds too
+    made += requirement_stand_ins(
+        [holder], work, freethreaded=[c.short for c, _ in pythons if c.freethreaded],
+        made={*made_names, "spec-holder"}, blas=lambda: blas, pythons=pythons,
+    )  # fmt: skip
+    for pkg in made:
+        build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
+    index(channel_dir)
+    return {p.dist: p for p in made}
+
+
+def requirement_stand_ins(
+    records: Sequence[Mapping[str, Any]],
+    work: Path,
+    *,
+    freethreaded: Sequence[str],
+    made: Collection[str],
+    blas: Callable[[], Path],
+    pythons: Sequence[tuple[CPython, str]] = (),
+) -> list[Package]:
+    """A package for every external name ``records`` depend on (``feedstock.channel.stand_in_records``)
+    but those in ``made`` (and ``python``): the runtime BLAS behind the ``*_openblas`` builds (the
+    fixture's, ``blas()`` its install dir, built when first needed), this machine's runtime
+    libraries for :data:`RUNTIME_LIBS`, an empty package for any other; each with the run_exports
+    of the render's model. ``pythons``: the channel's (CPython, config value) pairs, whose build
+    strings ``python_abi`` constrains ``python`` to."""
+    first = _first_specs(str(dep) for rec in records for dep in rec.get("depends", []))
+    out: list[Package] = []
     for rec in stand_in_records(records, SUBDIR, freethreaded):
         name = rec["name"]
-        if name in ("python", "spec-holder") or (
-            name in made_names and name not in ("libblas", "libcblas", "liblapack")
-        ):
+        if name == "python" or name in made:
             continue
         if name == "python_abi":  # the python build of this channel (*_cp313 for 3.13, not *_cpython)
             builds = {
@@ -417,14 +448,13 @@ def make_channel(
             }
             if rec["version"] in builds:
                 rec["constrains"] = [f"python {rec['version']}.* *{builds[rec['version']][2:]}"]
-        found = blas_runtime_package(rec, blas, work / "blas-runtime") if name != "python_abi" else None
-        if name in RUNTIME_LIBS:
-            found = runtime_package(rec, work)
-        made.append(_with_exports(found or empty_package(rec, work), first.get(name)))
-    for pkg in made:
-        build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
-    index(channel_dir)
-    return {p.dist: p for p in made}
+            out.append(_with_exports(empty_package(rec, work), first.get(name)))
+            continue
+        found = runtime_package(rec, work) if name in RUNTIME_LIBS else None
+        if found is None and name in (*BLAS_NAMES, "libopenblas"):
+            found = blas_runtime_package(rec, blas(), work / "blas-runtime")
+        out.append(_with_exports(found or empty_package(rec, work), first.get(name)))
+    return out
 
 
 def _magma(work: Path, first: Mapping[str, str]) -> list[Package]:
@@ -471,4 +501,4 @@ def cuda_packages(toolchain: cuda_toolchain.Toolchain, work: Path) -> list[Packa
     return [nvcc, dev]
 
 
-__all__ = ["cuda_packages", "make_channel", "python_build"]
+__all__ = ["cuda_packages", "make_channel", "python_build", "requirement_stand_ins"]
