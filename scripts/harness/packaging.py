@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,8 @@ class Package:
     # relative path -> placeholder: text files the installer rewrites to the target prefix
     # (paths.json ``prefix_placeholder`` with ``file_mode: text``, as conda-build records them)
     placeholders: dict[str, str] = field(default_factory=dict)
+    # those of ``placeholders`` that hold a NUL byte (``file_mode: binary``: rewritten NUL-padded)
+    binary: set[str] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -77,7 +80,8 @@ def write_info(pkg: Package, about: Mapping[str, Any] | None = None) -> None:
                 "size_in_bytes": path.stat().st_size,
             }
             if rel in pkg.placeholders:
-                entry.update({"file_mode": "text", "prefix_placeholder": pkg.placeholders[rel]})
+                mode = "binary" if rel in pkg.binary else "text"
+                entry.update({"file_mode": mode, "prefix_placeholder": pkg.placeholders[rel]})
             paths.append(entry)
     (info / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}, indent=2) + "\n")
     (info / "files").write_text("".join(f"{rel}\n" for rel in sorted(pkg.files)))
@@ -135,7 +139,26 @@ def package_from_prefix(record: Mapping[str, Any], prefix: Path, files: Iterable
                 link.symlink_to(os.path.relpath(target, (prefix / rel).parent))
         elif link.is_file():
             relativize_rpath(link, prefix / rel, prefix)
-    return Package(dict(record), root, files)
+    pkg = Package(dict(record), root, files)
+    _record_prefix_files(pkg, prefix)
+    return pkg
+
+
+def _record_prefix_files(pkg: Package, prefix: Path) -> None:
+    """conda-build's ``get_files_with_prefix``: each regular file in which the host prefix occurs
+    is recorded with it as placeholder, in ``binary`` mode when the file holds a NUL byte (unix
+    builds detect binary files too), else ``text``; never a ``.pyc``/``.pyo``
+    (``prefix_replacement_excluded``: its strings are length-prefixed, not NUL-terminated)."""
+    needle = str(prefix).encode()
+    for rel in pkg.files:
+        path = pkg.root / rel
+        if path.is_symlink() or not path.is_file() or rel.endswith((".pyc", ".pyo")):
+            continue
+        data = path.read_bytes()
+        if needle in data:
+            pkg.placeholders[rel] = str(prefix)
+            if b"\x00" in data:
+                pkg.binary.add(rel)
 
 
 def relativize_rpath(path: Path, installed_as: Path, prefix: Path) -> bool:
@@ -176,9 +199,23 @@ def install_package_files(pkg: Package, prefix: Path) -> None:
     (meta / f"{pkg.dist}.json").write_text(json.dumps({**record, "files": sorted(pkg.files)}, indent=1))
     for rel, placeholder in pkg.placeholders.items():
         target = prefix / rel
-        text = target.read_text()
+        data = target.read_bytes()
         target.unlink()  # never write through to the package's own file
-        target.write_text(text.replace(placeholder, str(prefix)))
+        old, new = placeholder.encode(), str(prefix).encode()
+        target.write_bytes(_binary_replace(data, old, new) if rel in pkg.binary else data.replace(old, new))
+
+
+def _binary_replace(data: bytes, old: bytes, new: bytes) -> bytes:
+    """conda's binary-mode rewrite: each NUL-terminated string holding ``old`` gets ``new`` and is
+    padded with NULs to its length, so the file's size and offsets stay (``new`` must not be longer)."""
+    if len(new) > len(old):
+        raise ValueError(f"binary placeholder {old!r}: the target prefix {new!r} is longer")
+
+    def pad(match: re.Match[bytes]) -> bytes:
+        string = match.group(0).replace(old, new)
+        return string + b"\x00" * (len(match.group(0)) - len(string))
+
+    return re.sub(re.escape(old) + b"[^\x00]*", pad, data)
 
 
 # --------------------------------------------------------------------------------------------
