@@ -253,10 +253,11 @@ def test_every_python_installs_and_imports_with_the_cuda_runtime(run: RunResult)
             {"__cuda": CUDA_VERSION},
         )  # fmt: skip
         # import torch loads libtorch_cuda (its static CUDA runtime; no driver needed to load)
-        code = "import torch, torch.cuda; print(torch.version.cuda)"
+        # torch.backends.cuda.is_built(): the recipe's test asserts it (torch._C._has_cuda)
+        code = "import torch, torch.cuda; print(torch.version.cuda, torch.backends.cuda.is_built())"
         out = channel.run_in_env(prefix, code, run.work / "home")
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split()[0] == CUDA_VERSION, out.stdout
+        assert out.stdout.split() == [CUDA_VERSION, "True"], out.stdout
 
 
 # ------------------------------------------------------------------------------------------------

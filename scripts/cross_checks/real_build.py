@@ -63,6 +63,7 @@ LEFT_OUT_TESTS: tuple[tuple[str, str], ...] = (
     ("torch.tensor(", "the miniature has no tensors"),
     ("torch.ones(3, requires_grad", "the miniature has no autograd"),
     ("torch.distributed", "the miniature has no torch.distributed"),
+    ("torch.backends.cudnn", "the miniature links no cuDNN"),
     ("torch.utils.cpp_extension", "the miniature has no torch.utils.cpp_extension"),
 )
 # what prepare_recipe changes in the copy of recipe/ (reported with every run)
