@@ -61,3 +61,12 @@ def test_the_installer_rewrites_both_modes_to_the_target(tmp_path: Path) -> None
     data = (target / "lib" / "libsettings.a").read_bytes()
     assert len(data) == (prefix / "lib" / "libsettings.a").stat().st_size
     assert f"-isystem {target}/include -O2".encode() + b"\x00" in data and str(prefix).encode() not in data
+
+
+def test_binary_files_are_left_alone_when_the_output_says_so(tmp_path: Path) -> None:
+    """``build/detect_binary_files_with_prefix: false`` (libtorch's and pytorch's outputs): the
+    real conda-build recorded libtorch's Config.h but not libtorch_cpu.so, whose build settings
+    hold the prefix too."""
+    prefix = _prefix(tmp_path)
+    pkg = package_from_prefix(RECORD, prefix, FILES, tmp_path / "pkg", binary_prefix=False)
+    assert set(pkg.placeholders) == {"include/ATen/Config.h"} and not pkg.binary

@@ -351,6 +351,7 @@ def test_json_shape_is_stable() -> None:
         "run_exports",
         "test",
         "noarch",
+        "detect_binary_files_with_prefix",
     ]
     assert list(data["requirements"]) == ["build", "host", "run", "run_constrained"]
     assert set(data["run_exports"]) == {"weak", "strong"}

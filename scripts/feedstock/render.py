@@ -476,6 +476,9 @@ class RenderedOutput:
     run_exports: dict[str, list[str]]
     test: dict[str, Any]
     noarch: str | None
+    # build/detect_binary_files_with_prefix: whether conda-build records binary files holding the
+    # host prefix (its default: everywhere but Windows)
+    detect_binary_files_with_prefix: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -494,6 +497,7 @@ class RenderedOutput:
             "run_exports": {k: list(v) for k, v in self.run_exports.items()},
             "test": self.test,
             "noarch": self.noarch,
+            "detect_binary_files_with_prefix": self.detect_binary_files_with_prefix,
         }
 
     @property
@@ -907,6 +911,9 @@ class _Renderer:
             run_exports=run_exports,
             test=final.get("test") or {},
             noarch=str(noarch) if noarch else None,
+            detect_binary_files_with_prefix=bool(
+                build.get("detect_binary_files_with_prefix", not self.subdir.startswith("win"))
+            ),
         )
 
     def _pin_run_as_build(self, spec: str, host: list[str]) -> str:

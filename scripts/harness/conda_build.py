@@ -742,8 +742,9 @@ class Runner:
                 "license": "BSD-3-Clause",
             }
             pkg = package_from_prefix(
-                record, self.prefix, new, self.pkgs / f"{out.name}-{out.version}-{out.build_string}"
-            )
+                record, self.prefix, new, self.pkgs / f"{out.name}-{out.version}-{out.build_string}",
+                binary_prefix=out.detect_binary_files_with_prefix,
+            )  # fmt: skip
             exports = {k: v for k, v in (out.run_exports or {}).items() if v}
             if exports:  # conda-build writes info/run_exports.json for the output's build/run_exports
                 (pkg.root / "info").mkdir(parents=True, exist_ok=True)

@@ -119,11 +119,14 @@ def build_conda(pkg: Package, out_dir: Path, about: Mapping[str, Any] | None = N
     return target
 
 
-def package_from_prefix(record: Mapping[str, Any], prefix: Path, files: Iterable[str], root: Path) -> Package:
+def package_from_prefix(
+    record: Mapping[str, Any], prefix: Path, files: Iterable[str], root: Path, *, binary_prefix: bool = True
+) -> Package:
     """Copy ``files`` out of ``prefix`` into a package directory ``root``.
 
     Like conda-build's post-processing, an absolute symlink pointing into the prefix is made
-    relative (it would dangle once the package is installed elsewhere).
+    relative (it would dangle once the package is installed elsewhere), and the files holding the
+    prefix are recorded (``binary_prefix``: the output's ``detect_binary_files_with_prefix``).
     """
     if root.exists():
         shutil.rmtree(root)
@@ -140,24 +143,25 @@ def package_from_prefix(record: Mapping[str, Any], prefix: Path, files: Iterable
         elif link.is_file():
             relativize_rpath(link, prefix / rel, prefix)
     pkg = Package(dict(record), root, files)
-    _record_prefix_files(pkg, prefix)
+    _record_prefix_files(pkg, prefix, binary_prefix)
     return pkg
 
 
-def _record_prefix_files(pkg: Package, prefix: Path) -> None:
+def _record_prefix_files(pkg: Package, prefix: Path, binary_prefix: bool) -> None:
     """conda-build's ``get_files_with_prefix``: each regular file in which the host prefix occurs
-    is recorded with it as placeholder, in ``binary`` mode when the file holds a NUL byte (unix
-    builds detect binary files too), else ``text``; never a ``.pyc``/``.pyo``
-    (``prefix_replacement_excluded``: its strings are length-prefixed, not NUL-terminated)."""
+    is recorded with it as placeholder, in ``binary`` mode when the file holds a NUL byte (only
+    when ``binary_prefix``: ``build/detect_binary_files_with_prefix``), else ``text``; never a
+    ``.pyc``/``.pyo`` (``prefix_replacement_excluded``: their strings are length-prefixed)."""
     needle = str(prefix).encode()
     for rel in pkg.files:
         path = pkg.root / rel
         if path.is_symlink() or not path.is_file() or rel.endswith((".pyc", ".pyo")):
             continue
         data = path.read_bytes()
-        if needle in data:
+        binary = b"\x00" in data
+        if needle in data and (binary_prefix or not binary):
             pkg.placeholders[rel] = str(prefix)
-            if b"\x00" in data:
+            if binary:
                 pkg.binary.add(rel)
 
 
