@@ -42,6 +42,7 @@ from support.cuda import (
     recipe_cuda_arch_list,
     toolchain_or_skip,
 )
+from support.megabuild_cli import run_megabuild
 
 pytestmark = pytest.mark.slow
 
@@ -258,6 +259,12 @@ def test_every_python_installs_and_imports_with_the_cuda_runtime(run: RunResult)
         out = channel.run_in_env(prefix, code, run.work / "home")
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [CUDA_VERSION, "True"], out.stdout
+        # the recipe's check of torch.__config__.show(): USE_CUDA=ON, CUDA_VERSION from real nvcc
+        show = channel.run_in_env(prefix, "import torch; print(torch.__config__.show())", run.work / "home")
+        (run.work / f"show-{python}.txt").write_text(show.stdout)
+        args = ("--prefix", prefix, "--blas", "generic", "--cuda-version", CUDA_VERSION)
+        done = run_megabuild("check-torch-config", *args, "--show-file", run.work / f"show-{python}.txt")
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 # ------------------------------------------------------------------------------------------------

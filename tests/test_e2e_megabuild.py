@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from feedstock.bump.recipe import read_recipe
 from feedstock.paths import REPO
 from harness import channel, ninja
@@ -505,6 +506,13 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     # (known.json; the harness's own compiler and sysroot: STAND_IN_EXPLAINED)
     names = ("--package", model.LIBTORCH, "--package", model.PYTORCH)
     done = run_megabuild("check-binaries", "--prefix", prefix, *names, "--explained", STAND_IN_EXPLAINED)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the recipe's check of torch.__config__.show() against the variant (USE_CUDA, CUDA_VERSION, BLAS)
+    show = prefix.parent / f"show-{py}.txt"
+    show.write_text(info["config"])
+    cuda = str(yaml.safe_load(run.config.read_text())["cuda_compiler_version"][0])
+    args = ("--prefix", prefix, "--blas", "generic", "--cuda-version", cuda, "--show-file", show)
+    done = run_megabuild("check-torch-config", *args)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
