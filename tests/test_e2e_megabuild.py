@@ -118,9 +118,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
     # FORCE_COLOR reaches every build script as conda-build hands a script_env variable: the
     # backend colours its banner, and the build's figures must not depend on reading it
     # (tests/test_measurement.py checks the figures of these logs)
+    # the magma variant first (the CUDA e2e builds them in the render's order, nomagma first):
+    # conda-build takes either order, and both must work
     result = run_config(
-        _cuda_config(), work, pythons=pythons, cpu_count=os.cpu_count() or 2, passed_env=FORCE_COLOR, **extra
-    )
+        _cuda_config(), work, pythons=pythons, cpu_count=os.cpu_count() or 2, passed_env=FORCE_COLOR,
+        magma_first=True, **extra,
+    )  # fmt: skip
     print(f"\nend-to-end run: {time.monotonic() - t0:.0f}s in {work}")
     yield result
 

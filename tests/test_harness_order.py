@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from harness.conda_build import HarnessError, order_pythons, plan
+from harness.conda_build import HarnessError, order_linalg, order_pythons, plan
 from megabuild.model import LIBTORCH, PYTORCH
 
 
@@ -63,3 +63,17 @@ def test_a_libtorch_per_python_is_a_render_anomaly() -> None:
     ]
     assert len(anomalies) == 1 and f"a second {LIBTORCH}" in anomalies[0]
     assert rewrites == {f"{LIBTORCH} 2.14.1 cpu_generic_h2_0": f"{LIBTORCH} 2.14.1 cpu_generic_h1_0"}
+
+
+@pytest.mark.parametrize(("magma_first", "expected"), [(None, ["false", "true"]), (True, ["true", "false"]),
+                                                        (False, ["false", "true"])])  # fmt: skip
+def test_linalg_variants_take_the_chosen_order_in_their_places(
+    magma_first: bool | None, expected: list[str]
+) -> None:
+    names = ("false", "true")
+    linalg = [SimpleNamespace(name="libtorch-cuda-linalg", variant={"with_magma": m}) for m in names]
+    outs = [SimpleNamespace(name="libtorch", variant={}), *linalg]
+    outs.append(SimpleNamespace(name="pytorch", variant={}))
+    ordered = order_linalg(outs, magma_first)
+    assert [o.name for o in ordered] == [o.name for o in outs]
+    assert [o.variant["with_magma"] for o in ordered[1:3]] == expected

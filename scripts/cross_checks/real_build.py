@@ -330,6 +330,8 @@ def hold_the_harness(
     order = ",".join(label.split("-", 1)[1] for label, _ in real_envs if label.startswith("pytorch-"))
     if sorted(order.split(",")) != sorted(c.tag for c in pythons):  # conda-build stopped early
         order = ""
+    linalg = [label for label, _ in real_envs if label.startswith("libtorch-cuda-linalg-")]
+    magma_first = linalg[0].endswith("magma=true") if linalg else None  # conda-build's order, too
     harness_recipe = work / "harness-recipe"
     if harness_recipe.exists():
         shutil.rmtree(harness_recipe)
@@ -342,6 +344,7 @@ def hold_the_harness(
         pythons=pythons,
         recipe_dir=harness_recipe,
         python_order=order or "megabuild-last",
+        magma_first=magma_first,
         log=lambda m: say(f"harness: {m}"),
     )
     built = sorted([*(croot / "linux-64").glob("*.conda"), *(croot / "broken").glob("*.conda")])

@@ -292,6 +292,24 @@ def order_pythons(outputs: Sequence[Any], top_python: str, order: str) -> list[A
     return [next(queue) if o.name == PYTORCH else o for o in outputs]
 
 
+def _with_magma(out: Any) -> bool:
+    return str(out.variant.get("with_magma")).lower() == "true"
+
+
+def order_linalg(outputs: Sequence[Any], magma_first: bool | None) -> list[Any]:
+    """The ``libtorch-cuda-linalg`` variants in the order to build them, in the places they had.
+
+    conda-build's order of the two changes from run to run too (a ``set`` of ``with_magma``
+    values); both orders must work, each pass relinking only the linalg library. ``None``: the
+    render's order; else the magma variant first or last."""
+    if magma_first is None:
+        return list(outputs)
+    linalg = [o for o in outputs if o.name == LINALG]
+    ordered = sorted(linalg, key=lambda o: _with_magma(o) is not magma_first)
+    queue = iter(ordered)
+    return [next(queue) if o.name == LINALG else o for o in outputs]
+
+
 def rewrite_specs(specs: Sequence[str], rewrites: Mapping[str, str]) -> list[str]:
     return [rewrites.get(s, s) for s in specs]
 
@@ -435,8 +453,10 @@ class Runner:
         passed_env: Mapping[str, str] | None = None,
         python_order: str = "megabuild-last",
         skbuild_version: str = CONDA_FORGE_SKBUILD,
+        magma_first: bool | None = None,
     ) -> None:
         self.python_order = python_order
+        self.magma_first = magma_first
         self.skbuild_version = skbuild_version
         self.recipe_dir = Path(recipe_dir).resolve()
         self.passed_env = dict(passed_env or {})
@@ -645,7 +665,7 @@ class Runner:
         top_python = _python_of(top_host, variant)
         if top_python is None:
             raise HarnessError(f"{self.config_in.name}: the top level's host requirements name no Python")
-        built = order_pythons(built, top_python, self.python_order)
+        built = order_linalg(order_pythons(built, top_python, self.python_order), self.magma_first)
         order = ", ".join(_python(o) for o in built if o.name == PYTORCH)
         self.log(f"pytorch outputs in the order {order} ({self.python_order})")
         self._step(top_name, None, self.recipe_dir / "build.sh", top_host, variant, version, number, "", [])
@@ -813,12 +833,14 @@ def run_config(
     passed_env: Mapping[str, str] | None = None,
     python_order: str = "megabuild-last",
     skbuild_version: str = CONDA_FORGE_SKBUILD,
+    magma_first: bool | None = None,
 ) -> RunResult:
     """Run ``config``; ``recipe_dir`` other than the real ``recipe/`` is for debugging only.
 
     ``passed_env``: variables the caller hands to every script, as conda-build does for the names
     in the recipe's ``script_env`` (e.g. ``FEEDSTOCK_COMPILER_CACHE``); ``python_order``: see
-    :func:`order_pythons`; ``skbuild_version``: the scikit-build-core in every host env."""
+    :func:`order_pythons`; ``skbuild_version``: the scikit-build-core in every host env;
+    ``magma_first``: see :func:`order_linalg`."""
     runner = Runner(Path(config), work, pythons, cpu_count, log, recipe_dir, passed_env, python_order,
-                    skbuild_version)  # fmt: skip
+                    skbuild_version, magma_first)  # fmt: skip
     return runner.run()
