@@ -410,10 +410,10 @@ def make_channel(
         made += _magma(work, first)
         made += cuda_packages(toolchain, work)
     holder = _record("spec-holder", "0", "0", list(dict.fromkeys(specs)))
-    made_names = {p.name for p in made} - {"libblas", "libcblas", "liblapack"}  # runtime builds too
+    made_names = {p.name for p in made} - set(BLAS_NAMES)  # their runtime builds come here too
     made += requirement_stand_ins(
         [holder], work, freethreaded=[c.short for c, _ in pythons if c.freethreaded],
-        made={*made_names, "spec-holder"}, blas=lambda: blas, pythons=pythons,
+        made=made_names, blas=lambda: blas, pythons=pythons,
     )  # fmt: skip
     for pkg in made:
         build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
