@@ -195,6 +195,14 @@ C10_SOURCE = """
 #define TORCH_CHECK(cond, msg) \\
   do { if (!(cond)) fprintf(stderr, "%s:%d: %s\\n", __FILE__, __LINE__, msg); } while (0)
 int allocate(long n) { TORCH_CHECK(n >= 0, "negative size"); return n > 0; }
+/* TORCH_INTERNAL_ASSERT: __FILE__ stringized into a longer message, as upstream's libraries hold
+   thousands: n >= 0 INTERNAL ASSERT FAILED at "<path>":7, please report a bug to PyTorch. */
+#define C10_STRINGIZE_IMPL(x) #x
+#define C10_STRINGIZE(x) C10_STRINGIZE_IMPL(x)
+#define TORCH_INTERNAL_ASSERT(cond) \
+  do { if (!(cond)) fputs(#cond " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__) ":" \
+       C10_STRINGIZE(__LINE__) ", please report a bug to PyTorch. ", stderr); } while (0)
+int resize(long n) { TORCH_INTERNAL_ASSERT(n >= 0); return n > 0; }
 """
 # the build settings as the real ones record the compiler and its flags (CAFFE2_BUILD_STRINGS, a
 # key-value map) and as torch.__config__.show() prints them
@@ -245,7 +253,7 @@ def test_file_and_compiler_strings_of_a_conda_forge_build_are_explained(prefix: 
     assert found == [
         ("include/caffe2/core/macros.h", f"{flags}: 3"),
         ("include/caffe2/core/macros.h", "compiler path the build settings record: 1"),
-        ("lib/libsrcpaths.so", "__FILE__ source path(s) under the build's work dir: 1"),
+        ("lib/libsrcpaths.so", "__FILE__ source path(s) under the build's work dir: 2"),
         ("lib/libsrcpaths.so", f"{flags}: 6"),
         ("lib/libsrcpaths.so", "compiler path the build settings record: 2"),
     ]
@@ -272,6 +280,13 @@ def test_build_paths_that_are_used_stay_findings(prefix: Path) -> None:
     a compiler path or flags with no build settings around them, a recorded setting's path that no
     path option names, and any of them in a text file."""
     gcc(prefix / "lib/libplugins.so", f'const char *dir = "{CONDA_FORGE_BUILD}/work/build/plugins";\n')
+    # inside a longer string, only a source file's name ending the string, or before its quote or
+    # line number, is a __FILE__
+    gcc(
+        prefix / "lib/libmessage.so",
+        f'const char *m[] = {{"no plugin in {CONDA_FORGE_BUILD}/work/build/plugins, giving up", '
+        f'"see {CONDA_FORGE_BUILD}/work/c10/core/Allocator.cpp.orig"}};\n',
+    )
     gcc(prefix / "lib/libcc.so", f'const char *cxx = "{COMPILER}";\n')
     gcc(prefix / "lib/libflags.so", f'const char *flags = "{CXX_FLAGS}";\n')
     lib = f"{CONDA_FORGE_BUILD}/work/build/lib"
@@ -285,6 +300,7 @@ def test_build_paths_that_are_used_stay_findings(prefix: Path) -> None:
     found = {(f.path, f.detail.split(",")[0]) for f in findings(prefix)}
     assert found == {
         ("lib/libplugins.so", "1 build-prefix string(s)"),
+        ("lib/libmessage.so", "2 build-prefix string(s)"),
         ("lib/libcc.so", "1 build-prefix string(s)"),
         ("lib/libflags.so", "3 build-prefix string(s)"),
         ("lib/libset.so", "2 build-prefix string(s)"),

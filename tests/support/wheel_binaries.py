@@ -8,16 +8,19 @@ file's real bytes from the wheel (never unpacked to disk) and checks them where 
 
 from __future__ import annotations
 
+import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock.bump.platforms import Platform
+import pytest
+from feedstock.bump.platforms import BY_NAME, Platform
 from feedstock.bump.recipe import read_recipe
 from feedstock.bump.run import layout_of, prepare
 from feedstock.bump.split_run import Run
+from feedstock.bump.tools import wheel_cache_dir
 from feedstock.bump.tree_build import Places, packed
 from feedstock.bump.wheels import Fetched, read_wheel
 from feedstock.paths import REPO
@@ -25,6 +28,25 @@ from megabuild.binaries.buffer import Buffer
 from megabuild.binaries.checks import Options, check_files
 from megabuild.binaries.findings import Finding
 from megabuild.binaries.linkage import Tree
+
+VERSION = "2.14.1"
+REQUIRE_ENV = "FEEDSTOCK_REQUIRE_REAL_WHEELS"
+
+
+def cached_wheel(subdir: str) -> Path:
+    """The cached upstream cp312 wheel of ``subdir`` (skips with one line without it; fails under
+    ``FEEDSTOCK_REQUIRE_REAL_WHEELS=1``)."""
+    tag = BY_NAME[subdir].pip_tag
+    found = sorted((wheel_cache_dir() / tag).glob(f"torch-{VERSION}-cp312-cp312-*.whl"))
+    if found:
+        return found[0]
+    reason = (
+        f"no torch {VERSION} cp312 wheel for {subdir} in {wheel_cache_dir() / tag} (pip download --no-deps "
+        f"--only-binary=:all: --platform {tag} --python-version 3.12 torch=={VERSION} -d <that dir>)"
+    )
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        pytest.fail(f"{REQUIRE_ENV} is set but {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 @dataclass(frozen=True)
@@ -64,9 +86,13 @@ def split_wheel(wheel: Path, platform: Platform, work: Path) -> SplitWheel:
 
 
 def check_split(
-    split: SplitWheel, options: Options, dll_dirs: tuple[str, ...] = ()
+    split: SplitWheel,
+    options: Options,
+    dll_dirs: tuple[str, ...] = (),
+    rewrite: Callable[[bytes], bytes] = bytes,
 ) -> dict[str, list[Finding]]:
-    """Findings per package, each file read from the wheel."""
+    """Findings per package, each file read from the wheel and passed through ``rewrite`` (upstream's
+    build root made a conda-build work dir: ``support.real_gates``)."""
     tree = Tree(split.prefix.resolve(), dll_dirs)
     with zipfile.ZipFile(split.wheel) as archive:
 
@@ -76,6 +102,6 @@ def check_split(
             if member is None:  # written by the split itself (the magma placeholder)
                 yield (split.prefix / rel).read_bytes()
                 return
-            yield archive.read(member)
+            yield rewrite(archive.read(member))
 
         return {name: check_files(tree, files, options, opener) for name, files in split.packages.items()}

@@ -45,8 +45,16 @@ _LONGEST = 4096  # the longest C string a hit is classified in
 PATH, SOURCE, COMPILER, FLAGS = "path", "source", "compiler", "flags"
 _ROOT = rb"(?:[A-Za-z]:)?[/\\](?:[^\0]*[/\\])?"
 # __FILE__ of a source under the build's work dir: <croot>/<name>_<ms>/work/<relative>.<ext>
-_SOURCE = re.compile(
-    _ROOT + rb"[A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]work[/\\][^\0]+\.(?:c|cc|cpp|cxx|h|hh|hpp|cu|cuh|mm)"
+# a source file's name: the compilers' C/C++/CUDA/Objective-C++ sources, and the PeachPy scripts
+# whose names NNPACK's generated x86-64 kernels record as their source
+_SOURCE_NAME = rb"[^\0\"'\s]+\.(?:c|cc|cpp|cxx|h|hh|hpp|cu|cuh|mm|py)"
+_SOURCE = re.compile(_ROOT + rb"[A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]work[/\\]" + _SOURCE_NAME)
+# the same inside a longer string: TORCH_INTERNAL_ASSERT and friends concatenate __FILE__ into the
+# message (``INTERNAL ASSERT FAILED at "<path>":23, please report a bug to PyTorch.``), and the
+# linker can place a string right after an unterminated char array; the name ends the string or is
+# followed by the quote or the ``:<line>`` of the message
+_SOURCE_INSIDE = re.compile(
+    rb"[/\\][A-Za-z0-9_.+-]+_[0-9]{10,}[/\\]work[/\\]" + _SOURCE_NAME + rb"(?=[\"':]|$)"
 )
 _COMPILER_PATH = (
     _ROOT + rb"_build_env[/\\]bin[/\\][A-Za-z0-9_.+-]*(?:c\+\+|g\+\+|gcc|clang\+\+|clang|cc|nvcc)"
@@ -152,7 +160,7 @@ def _kind(data: Buffer, at: int, binary: bool, keys: frozenset[str]) -> str:
     if found is None:
         return PATH
     text, hit = found
-    if _SOURCE.fullmatch(text):
+    if _SOURCE.fullmatch(text) or any(m.start() < hit < m.end() for m in _SOURCE_INSIDE.finditer(text)):
         return SOURCE
     if _COMPILER_SETTING.fullmatch(text) or (COMPILER in keys and _COMPILER_VALUE.fullmatch(text)):
         return COMPILER
