@@ -67,7 +67,7 @@ def test_the_fatbin_holds_what_was_asked(cuda_prefix: tuple[Path, Path]) -> None
     found = cuda_arch.parse_listings(*cuda_arch.listings(str(cuobjdump), prefix / "lib/libtorch_cuda.so"))
     assert found == cuda_arch.Archs(frozenset({"sm_75", "sm_80", "sm_90", "sm_90a"}), frozenset({"sm_80"}))
     wanted = cuda_arch.parse_arch_list("7.5;8.0+PTX;9.0;10.0")
-    assert cuda_arch.compare("lib/libtorch_cuda.so", wanted, found) == [
+    assert cuda_arch.compare("lib/libtorch_cuda.so", wanted, found, "13.0") == [
         Finding("cuda-arch", "lib/libtorch_cuda.so", "no sm_100 cubins")
     ]
 
@@ -82,9 +82,9 @@ def test_the_fatbin_holds_what_was_asked(cuda_prefix: tuple[Path, Path]) -> None
             [
                 "cuda-arch: lib/libtorch_cuda.so: no sm_120 cubins",
                 "cuda-arch: lib/libtorch_cuda.so: no sm_86 cubins",
-                "cuda-arch: lib/libtorch_cuda.so: sm_80 cubins, not in TORCH_CUDA_ARCH_LIST",
-                "cuda-arch: lib/libtorch_cuda.so: sm_90 cubins, not in TORCH_CUDA_ARCH_LIST",
-                "cuda-arch: lib/libtorch_cuda.so: sm_90a cubins, not in TORCH_CUDA_ARCH_LIST",
+                "cuda-arch: lib/libtorch_cuda.so: sm_80 cubins, neither listed nor added by PyTorch",
+                "cuda-arch: lib/libtorch_cuda.so: sm_90 cubins, neither listed nor added by PyTorch",
+                "cuda-arch: lib/libtorch_cuda.so: sm_90a cubins, neither listed nor added by PyTorch",
                 "cuda-arch: lib/libtorch_cuda.so: no PTX for sm_120 (+PTX)",
                 "cuda-arch: lib/libtorch_cuda.so: PTX for sm_80, not asked for",
             ],
@@ -94,7 +94,8 @@ def test_the_fatbin_holds_what_was_asked(cuda_prefix: tuple[Path, Path]) -> None
 def test_the_command_line(cuda_prefix: tuple[Path, Path], arch_list: str, lines: list[str]) -> None:
     prefix, cuobjdump = cuda_prefix
     where = ["--prefix", prefix, "--path", "lib/libtorch_cuda.so", "--target-platform", "linux-64"]
-    done = run_megabuild("check-binaries", *where, "--cuda-arch-list", arch_list, "--cuobjdump", cuobjdump)
+    listed = ("--cuda-arch-list", arch_list, "--cuda-version", "13.0", "--cuobjdump", cuobjdump)
+    done = run_megabuild("check-binaries", *where, *listed)
     assert done.stdout.splitlines() == lines, done.stderr
     assert done.returncode == (1 if lines else 0)
 

@@ -60,6 +60,9 @@ def register(groups: Any) -> None:
         "--cuda-version",
         help="cuda_compiler_version: the recipe's TORCH_CUDA_ARCH_LIST for it (None: no check)",
     )
+    parser.add_argument(
+        "--arm-variant", help="linux-aarch64: arm_variant_type (tegra has its own list; None: the default)"
+    )
     parser.add_argument("--cuobjdump", help="cuobjdump to list the fatbin (default: from PATH)")
     parser.add_argument(
         "--explained", action="append", type=Path, default=[], help="explanations JSON (repeatable)"
@@ -77,7 +80,8 @@ def _arch_list(args: argparse.Namespace, target: str) -> str | None:
         lists = importlib.import_module("megabuild.buildenv")
     except ImportError:
         raise MegabuildError("megabuild.buildenv is not available: pass --cuda-arch-list") from None
-    return str(lists.cuda_arch_list(args.cuda_version, target))
+    arm_variant = None if args.arm_variant in (None, "", "None") else str(args.arm_variant)
+    return str(lists.cuda_arch_list(args.cuda_version, target, arm_variant))
 
 
 def _files(args: argparse.Namespace) -> list[str]:
@@ -88,7 +92,11 @@ def _files(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def cuda_findings(tree: Tree, files: list[str], arch_list: str, cuobjdump: str | None) -> list[Finding]:
+def cuda_findings(
+    tree: Tree, files: list[str], arch_list: str, cuda_version: str | None, cuobjdump: str | None
+) -> list[Finding]:
+    """The architecture findings of the torch_cuda libraries among ``files``; ``cuda_version``
+    gates what PyTorch adds to the list (:data:`cuda_arch.ADDED_ARCHS`)."""
     wanted = cuda_arch.parse_arch_list(arch_list)
     tool = cuobjdump or shutil.which("cuobjdump")
     if tool is None:
@@ -101,7 +109,7 @@ def cuda_findings(tree: Tree, files: list[str], arch_list: str, cuobjdump: str |
     out = []
     for rel in libraries:
         found = cuda_arch.parse_listings(*cuda_arch.listings(tool, tree.prefix / rel))
-        out += cuda_arch.compare(rel, wanted, found)
+        out += cuda_arch.compare(rel, wanted, found, cuda_version)
     return out
 
 
@@ -119,7 +127,7 @@ def _check_binaries(args: argparse.Namespace) -> int:
     findings = check_files(tree, files, options)
     arch_list = _arch_list(args, target)
     if arch_list is not None:
-        findings += cuda_findings(tree, files, arch_list, args.cuobjdump)
+        findings += cuda_findings(tree, files, arch_list, args.cuda_version, args.cuobjdump)
     explanations: tuple[Explanation, ...] = ()
     for path in [KNOWN, *args.explained]:
         explanations += load_explanations(path, target)

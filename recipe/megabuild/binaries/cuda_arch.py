@@ -2,9 +2,8 @@
 
 ``cuobjdump --list-elf`` names one cubin per kernel file and architecture
 (``libtorch_cuda.12.sm_90.cubin``), ``--list-ptx`` the PTX (``libtorch_cuda.3.sm_120.ptx``). Every
-listed architecture needs cubins and nothing else may be there, except the arch-specific
-variants (``sm_90a``, ``sm_100f``) of a listed architecture's family that single kernels ask
-for; PTX exactly for the ``+PTX`` entries.
+listed architecture needs cubins and nothing else may be there, except what PyTorch adds on its own
+(:data:`ADDED_ARCHS`); PTX exactly for the ``+PTX`` entries.
 """
 
 from __future__ import annotations
@@ -19,6 +18,58 @@ from megabuild.errors import MegabuildError
 
 _ENTRY = re.compile(r"(\d+)\.(\d)([af]?)(\+PTX)?")
 _LISTED = re.compile(r"\.(sm_(\d+?)(\d)([af]?))\.(cubin|ptx)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class AddedArch:
+    """An architecture ``cmake/Codegen.cmake``'s ``_BUILD_FOR_ADDITIONAL_ARCHS`` compiles single
+    kernels for (RowwiseScaledMM.cu, ScaledGroupMM.cu, GroupMM.cu) when the build's gencode flags
+    hold ``base``, from CUDA ``since`` on."""
+
+    gencode: str
+    """As Codegen.cmake names it (``103f``: ``-gencode arch=compute_103f,code=sm_103f``)."""
+    base: str
+    """The listed architecture it needs (``compute_100`` in the gencode flags: ``sm_100``)."""
+    since: tuple[int, int] = (12, 0)
+    """The CUDA version from which Codegen.cmake adds it (the function does nothing before 12.0)."""
+
+    @property
+    def listed(self) -> str:
+        """The cubin's name in cuobjdump's listing: a family-specific ``f`` cubin is listed as the
+        plain architecture (``sm_103``), an arch-specific ``a`` one keeps its suffix (``sm_90a``)."""
+        return f"sm_{self.gencode.removesuffix('f')}"
+
+
+ADDED_ARCHS = (
+    AddedArch("89", "sm_86"),
+    AddedArch("90a", "sm_90"),
+    AddedArch("100a", "sm_100"),
+    AddedArch("103f", "sm_100", since=(12, 9)),
+    AddedArch("110a", "sm_110", since=(13, 0)),
+    AddedArch("120a", "sm_120"),
+    AddedArch("121a", "sm_120", since=(12, 9)),
+)
+"""PyTorch 2.14's ``_BUILD_FOR_ADDITIONAL_ARCHS`` rules (``cmake/Codegen.cmake``): upstream's
+2.14.1 CUDA 13.0 linux-64 wheel holds sm_89, sm_90a, sm_100a, sm_103, sm_120a and sm_121a cubins
+next to its list's."""
+
+
+def added_archs(wanted: Archs, cuda_version: str | None) -> frozenset[str]:
+    """The cubins PyTorch adds to a build of ``wanted`` with CUDA ``cuda_version`` (``None``: not
+    known, so no version-gated addition)."""
+    version = _version(cuda_version) if cuda_version not in (None, "None") else None
+    return frozenset(
+        rule.listed
+        for rule in ADDED_ARCHS
+        if rule.base in wanted.cubins and version is not None and version >= rule.since
+    )
+
+
+def _version(text: str | None) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)*", text or "")
+    if match is None:
+        raise MegabuildError(f"CUDA version {text!r} is not like 13.0")
+    return int(match.group(1)), int(match.group(2))
 
 
 @dataclass(frozen=True)
@@ -49,19 +100,14 @@ def parse_listings(elf_listing: str, ptx_listing: str) -> Archs:
     return Archs(frozenset(cubins), frozenset(ptx))
 
 
-def _family(sm: str) -> str:
-    """``sm_100a`` -> ``10`` (the major version: what an arch- or family-specific variant targets)."""
-    digits = re.sub(r"\D", "", sm)
-    return digits[:-1]
-
-
-def compare(rel: str, wanted: Archs, found: Archs) -> list[Finding]:
+def compare(rel: str, wanted: Archs, found: Archs, cuda_version: str | None) -> list[Finding]:
+    """Findings of ``found`` against ``wanted`` and what PyTorch adds to it (:func:`added_archs`)."""
     out = [Finding("cuda-arch", rel, f"no {sm} cubins") for sm in sorted(wanted.cubins - found.cubins)]
-    families = {_family(sm) for sm in wanted.cubins}
-    for sm in sorted(found.cubins - wanted.cubins):
-        if sm[-1] in "af" and _family(sm) in families:
-            continue  # an arch-specific variant some kernels ask for (-gencode arch=compute_90a)
-        out.append(Finding("cuda-arch", rel, f"{sm} cubins, not in TORCH_CUDA_ARCH_LIST"))
+    added = added_archs(wanted, cuda_version)
+    out += [
+        Finding("cuda-arch", rel, f"{sm} cubins, neither listed nor added by PyTorch")
+        for sm in sorted(found.cubins - wanted.cubins - added)
+    ]
     out += [Finding("cuda-arch", rel, f"no PTX for {sm} (+PTX)") for sm in sorted(wanted.ptx - found.ptx)]
     out += [
         Finding("cuda-arch", rel, f"PTX for {sm}, not asked for") for sm in sorted(found.ptx - wanted.ptx)
