@@ -7,12 +7,16 @@ cross-checks compare it with conda-build's render of every config."""
 
 from __future__ import annotations
 
+import argparse
+import shlex
 from functools import cache
 
 import pytest
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from megabuild.binaries import cli as binaries_cli
+from megabuild.buildenv.cuda import cuda_arch_list
 from megabuild.model import LIBTORCH, LINALG, PYTORCH
 
 CONFIGS = list_configs(REPO)
@@ -52,3 +56,22 @@ def test_every_output_checks_its_binaries(config: str) -> None:
         if output.name == PYTORCH:
             (config_check,) = commands(output, "check-torch-config")
             assert f"--blas {variant['blas_impl']} --cuda-version {cuda}" in config_check
+
+
+@pytest.mark.parametrize("config", [c.name for c in CONFIGS])
+def test_every_rendered_architecture_lookup_finds_a_list(config: str) -> None:
+    """Each rendered check-binaries command that names a CUDA version gets its list, with the arm
+    variant where the platform has one (Tegra's differs from SBSA's); without it the Tegra config's
+    test stopped at 'no CUDA architecture list for CUDA 12.9 on linux-aarch64'."""
+    parser = argparse.ArgumentParser()
+    binaries_cli.register(parser.add_subparsers())
+    for output in outputs(config):
+        for line in commands(output, "check-binaries"):
+            if "--cuda-version" not in line:
+                continue
+            args = parser.parse_args(shlex.split(line.replace("$PREFIX", "/p").replace("%PREFIX%", "/p"))[3:])
+            cuda = output.variant["cuda_compiler_version"]
+            arm_variant = output.variant.get("arm_variant_type")
+            assert args.arm_variant == (None if cuda == "None" else arm_variant), (output.name, line)
+            listed = binaries_cli._arch_list(args, output.subdir)
+            assert listed == (None if cuda == "None" else cuda_arch_list(cuda, output.subdir, arm_variant))
