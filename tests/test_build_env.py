@@ -243,8 +243,10 @@ def test_tegra_environment_of_build_sh(tmp_path: Path, cuda: str) -> None:
     ("target", "switched"),
     [("linux-64", {"USE_FBGEMM": "1", "USE_MKLDNN": "1", "USE_XNNPACK": "0"}),
      ("linux-aarch64", {"USE_FBGEMM": "0", "USE_XNNPACK": "1", "USE_BREAKPAD": "0"}),
-     ("osx-arm64", {"USE_FBGEMM": "0", "USE_MKLDNN": "0", "USE_XNNPACK": "1"}),
-     ("osx-64", {"USE_FBGEMM": "1", "USE_MKLDNN": "1", "USE_XNNPACK": "0"})],
+     # MPS: upstream's default (on) on Apple silicon; off on Intel Macs, where the Objective-C++
+     # MPS sources would see another DispatchStub layout (buildenv/environment.py)
+     ("osx-arm64", {"USE_FBGEMM": "0", "USE_MKLDNN": "0", "USE_XNNPACK": "1", "USE_MPS": None}),
+     ("osx-64", {"USE_FBGEMM": "1", "USE_MKLDNN": "1", "USE_XNNPACK": "0", "USE_MPS": "0"})],
 )  # fmt: skip
 def test_platform_switches_of_build_sh(tmp_path: Path, target: str, switched: dict[str, str]) -> None:
     exported = run_build_sh(tmp_path, target_platform=target, blas_impl="generic")

@@ -35,6 +35,12 @@ FEATURES = {
 FEATURES_BY_PLATFORM = {
     # FBGEMM is x86-only; oneDNN has no Apple-silicon build upstream
     "osx-arm64": {"USE_FBGEMM": "0", "USE_MKLDNN": "0", "USE_XNNPACK": "1"},
+    # Intel Macs: no MPS. cmake/Codegen.cmake puts HAVE_AVX2_CPU_DEFINITION and
+    # HAVE_AVX512_CPU_DEFINITION into CMAKE_CXX_FLAGS only, and DispatchStub.h has members under
+    # them, so the Objective-C++ MPS sources would see another DispatchStub layout than the C++
+    # ones (an ODR violation). Upstream has shipped no x86_64 macOS wheel since 2.2, so MPS on an
+    # Intel Mac (AMD GPUs only) is untested upstream; USE_MPS is upstream's switch, forwarded as is.
+    "osx-64": {"USE_MPS": "0"},
     # Breakpad does not support aarch64 (pytorch/pytorch#67083)
     "linux-aarch64": {"USE_FBGEMM": "0", "USE_XNNPACK": "1", "USE_BREAKPAD": "0"},
     # protobuf-lite as upstream's Windows wheels; OpenMP from MKL's libiomp5md.dll (intel-openmp)
