@@ -258,3 +258,36 @@ def test_gil_python_never_gets_the_freethreaded_build(
             channel.solve((exact, "python 3.14.* *_cpython"), "linux-64", driver)
     gil = install(channel, "pytorch", "python=3.14")  # the plain request: the GIL build
     assert gil["python_abi"].build.endswith("_cp314"), builds(gil)
+
+
+# -- OpenBLAS: only its OpenMP build next to pytorch ------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64", "osx-64", "osx-arm64"])
+def test_generic_blas_pytorch_refuses_the_pthreads_openblas(channel: Channel, platform: str) -> None:
+    """Generic BLAS resolves to OpenBLAS (nomkl). libtorch's parallel regions are OpenMP, and a
+    pthreads OpenBLAS called from them prints "OpenBLAS Warning: Detect OpenMP Loop and this
+    application may hang": pytorch gets OpenBLAS's OpenMP build, also on Linux, where the pthreads
+    build is the default, and refuses the pthreads one (libopenblas and openblas, the headers)."""
+    alone = channel.solve(("libblas * *openblas",), platform)
+    default = "openmp_" if platform.startswith("osx-") else "pthreads_"
+    assert alone["libopenblas"].build.startswith(default), builds(alone)  # the channel's model
+    env = channel.solve(("pytorch", "nomkl"), platform)
+    assert env["pytorch"].build.split("_")[1] == "generic", builds(env)
+    assert env["libopenblas"].build.startswith("openmp_"), env["libopenblas"]
+    for name in ("libopenblas", "openblas"):
+        assert channel.solve((f"{name} * pthreads_*", "libblas * *openblas"), platform)[name]
+        with pytest.raises(SolveError):
+            channel.solve(("pytorch", "nomkl", f"{name} * pthreads_*"), platform)
+
+
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
+def test_freethreaded_cuda_pytorch_brings_its_own_triton(channel: Channel, platform: str) -> None:
+    """The CUDA cp314t pytorch requires triton as every Linux CUDA build does (triton 3.8.0 has
+    cp314t wheels; conda-forge's python314t migration allowlists triton): a GPU machine with the
+    free-threaded Python gets the cp314t triton, and the environment solves."""
+    env = channel.solve(("pytorch", "python 3.14.* *_cp314t"), platform, {"__cuda": "13.0"})
+    assert env["pytorch"].build.startswith("cuda130_"), builds(env)
+    assert env["python_abi"].build.endswith("_cp314t"), builds(env)
+    assert "triton" in env and env["triton"].build.startswith("py314t_"), env.get("triton")
+    assert any(d.startswith("python_abi 3.14.* *_cp314t") for d in env["triton"].depends), env["triton"]

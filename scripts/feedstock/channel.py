@@ -50,6 +50,10 @@ BLAS_LIBS: tuple[str, ...] = ("libblas", "libcblas", "liblapack", "liblapacke", 
 BLAS_IMPLS: tuple[str, ...] = ("mkl", "openblas")
 BLAS_VERSION = "3.9.0"
 BLAS_BUILD_NUMBER = 35
+OPENBLAS_VERSION = "0.3.30"
+OPENBLAS_THREADING: tuple[str, ...] = ("pthreads", "openmp")
+"""openblas-feedstock's two threading builds of ``libopenblas`` / ``openblas`` (build strings
+``pthreads_h<hash>_<n>`` and ``openmp_h<hash>_<n>``)."""
 
 # Packages that are built once per Python on conda-forge (they get a python_abi dependency).
 PER_PYTHON: frozenset[str] = frozenset({"numpy", "triton", "optree", "pybind11-abi", "cython"})
@@ -169,7 +173,8 @@ def _blas_records(subdir: str) -> list[dict[str, Any]]:
     records = []
     for impl in BLAS_IMPLS:
         build = f"{BLAS_BUILD_NUMBER}_{subdir.replace('-', '')}_{impl}"
-        impl_dep = "mkl >=2025.0.0,<2026.0a0" if impl == "mkl" else "libopenblas >=0.3.30,<0.3.31.0a0"
+        openblas = f"libopenblas >={OPENBLAS_VERSION},<0.3.31.0a0"
+        impl_dep = "mkl >=2025.0.0,<2026.0a0" if impl == "mkl" else openblas
         for name in BLAS_LIBS:
             siblings = [f"{other} {BLAS_VERSION} *{impl}" for other in BLAS_LIBS if other != name]
             records.append(
@@ -185,6 +190,7 @@ def _blas_records(subdir: str) -> list[dict[str, Any]]:
                     **({"track_features": f"blas_{impl}"} if impl != "openblas" and name != DEVEL else {}),
                 }
             )
+    records += _openblas_records(subdir)
     records.append(
         {
             "name": "nomkl",
@@ -195,6 +201,31 @@ def _blas_records(subdir: str) -> list[dict[str, Any]]:
             "constrains": [],
         }
     )
+    return records
+
+
+def _openblas_records(subdir: str) -> list[dict[str, Any]]:
+    """``libopenblas`` (the library) and ``openblas`` (headers, static library; depends on the exact
+    libopenblas) in a pthreads and an OpenMP build each. openblas-feedstock down-prioritizes the
+    OpenMP build on Linux and Windows and the pthreads build on macOS (rattler-build's
+    ``down_prioritize_variant``), modelled here as a track feature on that build."""
+    records = []
+    for threading in OPENBLAS_THREADING:
+        build = f"{threading}_h0_0"
+        down = (threading == "pthreads") == subdir.startswith("osx-")
+        for name in ("libopenblas", "openblas"):
+            depends = [f"libopenblas {OPENBLAS_VERSION} {build}"] if name == "openblas" else []
+            records.append(
+                {
+                    "name": name,
+                    "version": OPENBLAS_VERSION,
+                    "build": build,
+                    "build_number": 0,
+                    "depends": depends,
+                    "constrains": [],
+                    **({"track_features": "openblas_threading"} if down else {}),
+                }
+            )
     return records
 
 
@@ -233,7 +264,7 @@ def _arm_variant_record(build: str) -> dict[str, Any]:
 
 
 def _explicit_names() -> frozenset[str]:
-    return frozenset({"python", "python_abi", "nomkl", ARM_VARIANT, *BLAS_LIBS})
+    return frozenset({"python", "python_abi", "nomkl", "libopenblas", "openblas", ARM_VARIANT, *BLAS_LIBS})
 
 
 def stand_in_records(
@@ -251,7 +282,9 @@ def stand_in_records(
       (``X.Y`` / ``8_cpXY[t]``), always present;
     * libblas, libcblas, liblapack, liblapacke, blas-devel: one ``*_mkl`` and one ``*_openblas``
       build each (mkl ones depend on ``mkl`` and track ``blas_mkl``, as blas-feedstock's non-default
-      builds do), plus ``nomkl`` (depends on the ``*openblas`` builds);
+      builds do), plus ``nomkl`` (depends on the ``*openblas`` builds) and OpenBLAS itself
+      (``libopenblas``, ``openblas``: a ``pthreads_*`` and an ``openmp_*`` build each, the one
+      openblas-feedstock down-prioritizes on the platform with a track feature);
     * ``cuda-version X.Y`` constrains ``__cuda >=X`` (as conda-forge's does);
     * linux-aarch64: ``arm-variant`` ``sbsa`` and ``tegra`` builds, always present; all but
       ``sbsa`` carry a track feature (conda-forge's default is sbsa);

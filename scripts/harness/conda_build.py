@@ -813,8 +813,9 @@ class Runner:
         records = [p.record for p in self.packages.values()]
         freethreaded = [*FREETHREADED_PYTHONS, *(c.short for c in self.all_pythons if c.freethreaded)]
         others = requirement_stand_ins(
-            records, stand_dir, freethreaded=freethreaded, made={"numpy", *MAGMA_NAMES}, blas=self._blas
-        )
+            records, stand_dir, freethreaded=freethreaded, made={"numpy", *MAGMA_NAMES}, blas=self._blas,
+            cache=self.pip_cache,
+        )  # fmt: skip
         for pkg in others:
             build_conda(pkg, self.channel)
             self.stand_ins[pkg.dist] = pkg

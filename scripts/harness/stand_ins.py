@@ -413,12 +413,28 @@ def make_channel(
     made_names = {p.name for p in made} - set(BLAS_NAMES)  # their runtime builds come here too
     made += requirement_stand_ins(
         [holder], work, freethreaded=[c.short for c, _ in pythons if c.freethreaded],
-        made=made_names, blas=lambda: blas, pythons=pythons,
+        made=made_names, blas=lambda: blas, pythons=pythons, cache=cache,
     )  # fmt: skip
     for pkg in made:
         build_conda(pkg, channel_dir, about={"summary": f"{pkg.name}: stand-in (harness/stand_ins.py)"})
     index(channel_dir)
     return {p.dist: p for p in made}
+
+
+def pybind11_package(record: Mapping[str, Any], work: Path, cache: Path | None) -> Package:
+    """``pybind11`` with the real headers of PyPI's pybind11 wheel in ``include/pybind11``, where
+    conda-forge's pybind11 puts them (its ``pybind11-global``): a C++ extension of the installed
+    torch (``<torch/extension.h>``) finds them through ``$PREFIX/include``."""
+    rec = {k: v for k, v in record.items() if k != "noarch"}
+    rec["subdir"] = SUBDIR
+    root = work / "stand-ins" / f"{rec['name']}-{rec['version']}-{rec['build']}"
+    if root.exists():
+        shutil.rmtree(root)
+    with tempfile.TemporaryDirectory(prefix="pybind11-wheel-") as tmp:
+        short = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        pip_install_target(short, Path(tmp), ["pybind11"], cache)
+        shutil.copytree(Path(tmp) / "pybind11" / "include" / "pybind11", root / "include" / "pybind11")
+    return Package(rec, root, sorted(snapshot(root)))
 
 
 def requirement_stand_ins(
@@ -429,13 +445,15 @@ def requirement_stand_ins(
     made: Collection[str],
     blas: Callable[[], Path],
     pythons: Sequence[tuple[CPython, str]] = (),
+    cache: Path | None = None,
 ) -> list[Package]:
     """A package for every external name ``records`` depend on (``feedstock.channel.stand_in_records``)
     but those in ``made`` (and ``python``): the runtime BLAS behind the ``*_openblas`` builds (the
     fixture's, ``blas()`` its install dir, built when first needed), this machine's runtime
-    libraries for :data:`RUNTIME_LIBS`, an empty package for any other; each with the run_exports
-    of the render's model. ``pythons``: the channel's (CPython, config value) pairs, whose build
-    strings ``python_abi`` constrains ``python`` to."""
+    libraries for :data:`RUNTIME_LIBS`, pybind11's real headers (:func:`pybind11_package`; ``cache``:
+    pip's), an empty package for any other; each with the run_exports of the render's model.
+    ``pythons``: the channel's (CPython, config value) pairs, whose build strings ``python_abi``
+    constrains ``python`` to."""
     first = _first_specs(str(dep) for rec in records for dep in rec.get("depends", []))
     out: list[Package] = []
     for rec in stand_in_records(records, SUBDIR, freethreaded):
@@ -451,6 +469,8 @@ def requirement_stand_ins(
             out.append(_with_exports(empty_package(rec, work), first.get(name)))
             continue
         found = runtime_package(rec, work) if name in RUNTIME_LIBS else None
+        if name == "pybind11":
+            found = pybind11_package(rec, work, cache)
         if found is None and name in (*BLAS_NAMES, "libopenblas"):
             found = blas_runtime_package(rec, blas(), work / "blas-runtime")
         out.append(_with_exports(found or empty_package(rec, work), first.get(name)))
@@ -501,4 +521,4 @@ def cuda_packages(toolchain: cuda_toolchain.Toolchain, work: Path) -> list[Packa
     return [nvcc, dev]
 
 
-__all__ = ["cuda_packages", "make_channel", "python_build", "requirement_stand_ins"]
+__all__ = ["cuda_packages", "make_channel", "pybind11_package", "python_build", "requirement_stand_ins"]
