@@ -336,6 +336,20 @@ def test_readme_counts_the_jobs_of_each_platform() -> None:
     assert total and int(total.group(1)) == len(configs)
 
 
+def test_readme_names_the_feedstock_it_is() -> None:
+    """conda-smithy's README names the feedstock (meta.yaml's ``extra.feedstock-name``, the GitHub
+    repository): "About <name>-feedstock" and its links to the repository."""
+    meta = (ROOT / "recipe" / "meta.yaml").read_text(encoding="utf-8")
+    found = re.search(r"^  feedstock-name: (\S+)$", meta, flags=re.M)
+    assert found, "meta.yaml has no extra.feedstock-name"
+    feedstock = f"{found.group(1)}-feedstock"
+    readme = README.read_text(encoding="utf-8")
+    title, underline = readme.splitlines()[:2]
+    assert title == f"About {feedstock}" and underline == "=" * len(title), (title, underline)
+    repos = set(re.findall(r"github\.com/conda-forge/([\w.-]+-feedstock)\b", readme))
+    assert repos == {feedstock}, repos
+
+
 def test_readme_names_the_feedstock_maintainers() -> None:
     meta = (ROOT / "recipe" / "meta.yaml").read_text(encoding="utf-8")
     block = meta.split("recipe-maintainers:", 1)[1]
