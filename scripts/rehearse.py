@@ -2,7 +2,7 @@
 """Rehearse the recipe on real binaries: an upstream torch wheel through the recipe's own pipeline.
 
     python scripts/rehearse.py                 # 2.14.1, linux-64 CUDA 13.0 (MKL) config
-    python scripts/rehearse.py --version 2.15.0 --work /tmp/rehearsal --keep
+    python scripts/rehearse.py --version 2.15.0 --work /tmp/rehearsal   # keeps its work dir
 
 Downloads the torch wheel for linux-64 (PyPI's is the CUDA 13.0 build) and every wheel its
 METADATA pins for Linux into the shared wheel cache; runs recipe/megabuild's PIPELINE on the
@@ -49,7 +49,7 @@ from feedstock.paths import RECIPE, REPO
 from feedstock.rehearsal import checks, compare, cuda_layout, wheels
 from feedstock.rehearsal.linking import link_files
 from feedstock.rehearsal.patches import patched_members
-from feedstock.rehearsal.tree import DerivedWheel
+from feedstock.rehearsal.tree import DerivedWheel, run_pip
 from feedstock.render import RenderedOutput, render_config
 from megabuild.errors import MegabuildError
 from megabuild.model import LIBTORCH, LINALG, PYTORCH, PYTORCH_GPU
@@ -190,25 +190,18 @@ def make_env(
         f"CUDA runtime wheels in $PREFIX/lib and {cuda_layout.TARGET_DIR}: "
         f"{len(nvidia)} wheels, {nbytes / 2**30:.1f} GiB"
     )
-    py = prefix / "bin" / "python"
-    subprocess.run([str(py), "-m", "ensurepip", "--default-pip"], check=True, capture_output=True)
     pure = [w for w in downloads.runtime_wheels() if not w.name.startswith(("nvidia_", "cuda_"))]
-    subprocess.run(
-        [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--disable-pip-version-check",
-            *map(str, pure),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip_after_the_solve(prefix / "bin" / "python", pure)
     lines.append(f"pip after the solve: {', '.join(w.name.split('-')[0] for w in pure)}")
     return prefix, solved, lines
+
+
+def pip_after_the_solve(python: Path, wheels: Sequence[Path]) -> None:
+    """pip into the env (``python``: its interpreter), then the pure-Python wheels and triton, which
+    have no conda stand-ins; pip failing (a full disk) is a ``PipError``, one line."""
+    run_pip(python, ["ensurepip", "--default-pip"])
+    run_pip(python, ["pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check",
+                     *map(str, wheels)])  # fmt: skip
 
 
 _OURS = (LIBTORCH, LINALG, PYTORCH, PYTORCH_GPU)

@@ -175,3 +175,38 @@ def test_the_wheel_pins_resolve_for_linux_only() -> None:
     assert {"nvidia-cudnn-cu13", "triton", "sympy", "cuda-toolkit"} <= names
     assert not any("extra" in r or ";" in r for r in requirements)  # markers evaluated, extras left out
     assert wheels.toolkit_requirements(requirements, ["nvcc"]) == ["cuda-toolkit[nvcc]==13.0.3"]
+
+
+def _env_python_without_pip(where: Path) -> Path:
+    """A fresh env's interpreter, as the rehearsal's env has one before ensurepip."""
+    import venv
+
+    venv.create(where, with_pip=False)
+    return where / "bin" / "python"
+
+
+@pytest.mark.parametrize("failure", ["bad wheel", "no python"])
+def test_a_failing_pip_install_is_one_line(
+    tmp_path: Path, failure: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip failing after the solve (a full disk, a bad wheel) ends the rehearsal with one line, pip's
+    last line in it: here pip refuses a wheel that is no zip, or the env has no python to run it."""
+    import rehearse
+    from feedstock.errors import run_main
+
+    def main(_argv: object) -> int:
+        rehearse.pip_after_the_solve(python, [wheel])
+        return 0
+
+    wheel = tmp_path / "broken-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"not a zip")
+    if failure == "bad wheel":
+        python = _env_python_without_pip(tmp_path / "env")
+        expected = f"python -m pip install: ERROR: Wheel 'broken' located at {wheel} is invalid."
+    else:
+        python = tmp_path / "env" / "bin" / "python"
+        expected = f"python -m ensurepip --default-pip: cannot run {python}: No such file or directory"
+    code = run_main("rehearse.py", main)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines() == [f"rehearse.py: error: {expected}"], err

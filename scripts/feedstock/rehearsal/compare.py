@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checks
+from .tree import PipError, run_pip
 from .wheels import Downloads
 
 
@@ -42,21 +43,8 @@ def import_seconds(python: Path, env: Mapping[str, str]) -> float:
 def pip_venv(python: Path, downloads: Downloads, venv: Path) -> Path:
     subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True)
     py = venv / "bin" / "python"
-    subprocess.run(
-        [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "--no-index",
-            "--disable-pip-version-check",
-            "--find-links",
-            str(downloads.runtime_dir),
-            str(downloads.torch),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    run_pip(py, ["pip", "install", "--no-index", "--disable-pip-version-check",
+                 "--find-links", str(downloads.runtime_dir), str(downloads.torch)])  # fmt: skip
     return py
 
 
@@ -72,7 +60,7 @@ def report(
     venv is one warning line, never a failed run."""
     try:
         py = pip_venv(base, downloads, work / "pip-venv")
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except (OSError, subprocess.CalledProcessError, PipError) as exc:
         return [f"compare: warning: no pip venv ({exc})"]
     venv_env = {"PATH": f"{py.parent}:/usr/bin:/bin", "HOME": env.get("HOME", str(work)), "LANG": "C.UTF-8"}
     theirs = checks.smoke_test(py, venv_env, work)

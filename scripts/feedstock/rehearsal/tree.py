@@ -32,8 +32,34 @@ from ..errors import FeedstockError
 RELEASE_PINS = re.compile(r"^Requires-Dist: (nvidia-|cuda-toolkit|cuda-bindings)", re.IGNORECASE)
 
 
+class PipError(FeedstockError):
+    """pip (or ensurepip) did not install: a full disk, a wheel it refused; pip's last line says why."""
+
+
 class LayOutError(FeedstockError):
-    """pip refused the derived wheel."""
+    """The derived wheel could not be written."""
+
+
+def run_pip(
+    python: Path, args: Sequence[str], *, env: Mapping[str, str] | None = None, what: str = ""
+) -> None:
+    """``python -m <args>`` (``pip install ...``, ``ensurepip``) with its output captured. Not
+    starting, or exiting non-zero, is a :class:`PipError`: ``what`` (default: the command) and the
+    last line pip wrote, which names the cause (``[Errno 28] No space left on device``)."""
+    what = what or f"{python.name} -m {' '.join(args[:2])}"
+    try:
+        proc = subprocess.run(
+            [str(python), "-m", *args],
+            capture_output=True,
+            text=True,
+            env=None if env is None else dict(env),
+            check=False,
+        )
+    except OSError as exc:
+        raise PipError(f"{what}: cannot run {python}: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        raise PipError(f"{what}: {last[-1] if last else f'exit status {proc.returncode}'}")
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -82,27 +108,25 @@ def lay_out_wheel(
     """The step the rehearsal puts in place of the backend: pip installs the wheel the build would
     have packed into ``prefix`` (``lib/pythonX.Y/site-packages``, scripts in ``bin``). The top
     level's files are only staged, never packaged as Python: no bytecode there."""
-    with tempfile.TemporaryDirectory(prefix="rehearsal-wheel-", dir=prefix.parent) as tmp:
-        derived = derive_wheel(wheel, Path(tmp), replaced, keep)
-        cmd = [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--no-warn-script-location",
-            "--disable-pip-version-check",
-            "--prefix",
-            str(prefix),
-            *([] if compile_bytecode else ["--no-compile"]),
-            str(derived),
-        ]
-        env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "PIP_CONSTRAINT": ""}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            last = (proc.stderr or proc.stdout).strip().splitlines()
-            raise LayOutError(f"pip install {wheel.name}: {last[-1] if last else proc.returncode}")
+    args = [
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--no-warn-script-location",
+        "--disable-pip-version-check",
+        "--prefix",
+        str(prefix),
+        *([] if compile_bytecode else ["--no-compile"]),
+    ]
+    env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "PIP_CONSTRAINT": ""}
+    try:
+        with tempfile.TemporaryDirectory(prefix="rehearsal-wheel-", dir=prefix.parent) as tmp:
+            derived = derive_wheel(wheel, Path(tmp), replaced, keep)
+            run_pip(python, [*args, str(derived)], env=env, what=f"pip install {wheel.name}")
+    except OSError as exc:  # writing the derived wheel next to the prefix: a full disk
+        reason = exc.strerror or exc
+        raise LayOutError(f"cannot write the wheel derived from {wheel.name}: {reason}") from None
 
 
 def _in_dist_info(name: str) -> bool:
