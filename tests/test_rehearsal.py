@@ -69,6 +69,28 @@ def test_rehearsal_passes_on_the_real_wheel(tmp_path: Path) -> None:
     for name in ("tensor ops", "autograd", "torch.compile", "cpp_extension.load_inline", "AOTInductor",
                  "shared memory between processes"):  # fmt: skip
         assert f"smoke: {name}" in out
+    _magma_is_judged_without_a_gpu(tmp_path / "work" / "env", tmp_path)
+
+
+def _magma_is_judged_without_a_gpu(prefix: Path, tmp_path: Path) -> None:
+    """The real torch (no GPU here) answers the MAGMA question of check-torch-config under CI: it
+    matches the installed magma variant, and a conda-meta record of the nomagma variant fails."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(RECIPE), "CI": "true"}
+    check = [str(prefix / "bin/python"), "-m", "megabuild", "check-torch-config", "--prefix", str(prefix),
+             "--blas", "mkl", "--cuda-version", "13.0"]  # fmt: skip
+    done = subprocess.run(check, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "MAGMA from torch._C._has_magma: True" in done.stderr  # the wheel's C++ is unpatched
+    (record,) = (prefix / "conda-meta").glob("libtorch-cuda-linalg-*_magma_*.json")
+    data = json.loads(record.read_text())
+    data["build"] = data["build"].replace("_magma_", "_nomagma_")
+    record.unlink()
+    planted = prefix / "conda-meta" / f"{data['name']}-{data['version']}-{data['build']}.json"
+    planted.write_text(json.dumps(data))
+    done = subprocess.run(check, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1 and done.stdout.splitlines() == [
+        "torch-config: torch.__config__.show(): no MAGMA installed, but torch._C._has_magma is True"
+    ], done.stdout + done.stderr
 
 
 def _recipe_copy(tmp_path: Path) -> Path:
