@@ -43,6 +43,7 @@ from support.cuda import (
     toolchain_or_skip,
 )
 from support.megabuild_cli import run_megabuild
+from support.minitorch_traits import ROWWISE_KERNEL, added_cubins, assert_traits
 
 pytestmark = pytest.mark.slow
 
@@ -175,11 +176,12 @@ def _variant_marker(variant: LinalgVariant) -> str:
 def test_packaged_cuda_libraries_hold_exactly_the_recipe_architectures(
     run: RunResult, toolchain: Toolchain, recipe_list: str
 ) -> None:
-    wanted = expected_device_code(recipe_list)
-    assert wanted[1], f"the recipe's list {recipe_list} promises no PTX"
-    libraries = [_package(run, LIBTORCH) / CUDA_LIBRARIES[0]]
-    libraries += [_package(run, LINALG, _variant_marker(v)) / CUDA_LIBRARIES[1] for v in LinalgVariant]
-    for library in libraries:
+    cubins, ptx = wanted = expected_device_code(recipe_list)
+    assert ptx, f"the recipe's list {recipe_list} promises no PTX"
+    # libtorch_cuda: and the cubins cmake/Codegen.cmake adds to RowwiseScaledMM.cu, as upstream's
+    library = _package(run, LIBTORCH) / CUDA_LIBRARIES[0]
+    assert device_code(toolchain.cuobjdump, library) == (cubins | added_cubins(cubins), ptx), library
+    for library in [_package(run, LINALG, _variant_marker(v)) / CUDA_LIBRARIES[1] for v in LinalgVariant]:
         assert device_code(toolchain.cuobjdump, library) == wanted, library
 
 
@@ -262,7 +264,8 @@ def test_every_python_installs_and_imports_with_the_cuda_runtime(run: RunResult)
         # the recipe's check of torch.__config__.show(): USE_CUDA=ON, CUDA_VERSION from real nvcc
         show = channel.run_in_env(prefix, "import torch; print(torch.__config__.show())", run.work / "home")
         (run.work / f"show-{python}.txt").write_text(show.stdout)
-        args = ("--prefix", prefix, "--blas", "generic", "--cuda-version", CUDA_VERSION)
+        # (MAGMA is asked of the installed library, not this text: tests/test_torch_config_magma.py)
+        args = ("--prefix", prefix, "--blas", "generic", "--cuda-version", CUDA_VERSION, "--magma", "any")
         done = run_megabuild("check-torch-config", *args, "--show-file", run.work / f"show-{python}.txt")
         assert done.returncode == 0, done.stdout + done.stderr
 
@@ -297,7 +300,8 @@ def test_changing_the_recipe_list_changes_what_the_package_holds(
     result, smaller = planted
     library = _package(result, LIBTORCH) / CUDA_LIBRARIES[0]
     held = device_code(toolchain.cuobjdump, library)
-    assert held == expected_device_code(smaller)
+    cubins, ptx = expected_device_code(smaller)
+    assert held == (cubins | added_cubins(cubins), ptx)
     assert held != device_code(toolchain.cuobjdump, _package(run, LIBTORCH) / CUDA_LIBRARIES[0])
     dropped = expected_device_code(recipe_list)[0] - expected_device_code(smaller)[0]
     assert dropped and not dropped & held[0]
@@ -425,3 +429,45 @@ def test_without_the_activation_the_extension_build_has_no_list(libtorch_env: Re
     (result,) = run_commands(bare, [EXTENSION_BUILD.replace("ext_build", "ext_build_bare")])
     assert result.returncode != 0
     assert "TORCH_CUDA_ARCH_LIST is empty" in result.output, result.output[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# traits of upstream's binaries the miniature carries (tests/support/minitorch_traits.py)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_libtorch_cuda_holds_the_architectures_pytorch_adds_to_one_kernel(
+    run: RunResult, toolchain: Toolchain, recipe_list: str
+) -> None:
+    """cmake/Codegen.cmake's _BUILD_FOR_ADDITIONAL_ARCHS compiles RowwiseScaledMM.cu for sm_89,
+    sm_90a, sm_100a, sm_103f (listed as sm_103), sm_120a and sm_121a next to the recipe's list, as
+    upstream's 2.14.1 cu130 wheel holds them; the lazily loaded linalg library gets none."""
+    cubins, ptx = expected_device_code(recipe_list)
+    added = added_cubins(cubins)
+    assert {"sm_89", "sm_90a", "sm_100a", "sm_103", "sm_120a", "sm_121a"} <= added, (recipe_list, added)
+    library = _package(run, LIBTORCH) / CUDA_LIBRARIES[0]
+    assert device_code(toolchain.cuobjdump, library) == (cubins | added, ptx)
+    images = _device_images(toolchain, library, run.work / f"images-added-{os.getpid()}")
+    for sm in added:
+        (name,) = [n for n in images if n.endswith(f".{sm}.cubin")]
+        assert ROWWISE_KERNEL in images[name], name
+    linalg = _package(run, LINALG, _variant_marker(LinalgVariant.MAGMA)) / CUDA_LIBRARIES[1]
+    assert device_code(toolchain.cuobjdump, linalg) == (cubins, ptx)
+
+
+def test_the_libraries_carry_internal_assert_messages_with_the_work_dir_inside(run: RunResult) -> None:
+    """TORCH_INTERNAL_ASSERT's message literal holds the quoted __FILE__ under work/ inside a longer
+    string: libtorch_cpu's, libtorch_cuda's (nvcc's __FILE__ of RowwiseScaledMM.cu) and every
+    torch_python's."""
+    names = assert_traits(run)
+    assert "libtorch_cuda.so" in names, names
+
+
+def test_the_rendered_libtorch_binary_check_passes(run: RunResult, toolchain: Toolchain) -> None:
+    """libtorch's check-binaries command as rendered (--cuda-version): the check explains the assert
+    messages' build paths and the cubins PyTorch adds to its list."""
+    out = _rendered(run, LIBTORCH)
+    checks = [c for c in out.test.get("commands") or [] if "megabuild check-binaries" in c]
+    assert len(checks) == 1 and "--cuda-version" in checks[0], checks
+    (result,) = run_commands(_test_env(run, out, toolchain), checks)
+    assert result.returncode == 0, result.output[-3000:]

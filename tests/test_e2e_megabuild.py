@@ -41,6 +41,7 @@ from harness.recipe_tests import STAND_IN_EXPLAINED
 from megabuild import model
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 from support.megabuild_cli import run_megabuild
+from support.minitorch_traits import assert_traits
 
 pytestmark = pytest.mark.slow
 
@@ -237,6 +238,14 @@ def test_the_libraries_carry_the_build_paths_every_conda_forge_build_carries(run
     assert compiler in (root / "lib/libtorch_cpu.so").read_bytes()
     debug_map = f"-fdebug-prefix-map={run.folder.work}=/usr/local/src/conda/{model.LIBTORCH}-".encode()
     assert debug_map in (root / "lib/libtorch_cpu.so").read_bytes()
+
+
+def test_the_libraries_carry_internal_assert_messages_with_the_work_dir_inside(run: RunResult) -> None:
+    """As upstream's: TORCH_INTERNAL_ASSERT's message literal holds the quoted __FILE__ under work/
+    inside a longer string, in libtorch_cpu, libtorch_cuda (the C++ stand-ins) and every torch_python
+    (tests/support/minitorch_traits.py); test_installed_pytorch_imports' binary check judges them."""
+    names = assert_traits(run)
+    assert "libtorch_cuda.so" in names, names
 
 
 # ------------------------------------------------------------------------------------------------
@@ -514,7 +523,19 @@ def test_installed_pytorch_imports(run: RunResult, index: int) -> None:
     show = prefix.parent / f"show-{py}.txt"
     show.write_text(info["config"])
     cuda = str(yaml.safe_load(run.config.read_text())["cuda_compiler_version"][0])
-    args = ("--prefix", prefix, "--blas", "generic", "--cuda-version", cuda, "--show-file", show)
+    # (MAGMA is asked of the installed library, not this text: tests/test_torch_config_magma.py)
+    args = (
+        "--prefix",
+        prefix,
+        "--blas",
+        "generic",
+        "--cuda-version",
+        cuda,
+        "--magma",
+        "any",
+        "--show-file",
+        show,
+    )
     done = run_megabuild("check-torch-config", *args)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -563,6 +584,36 @@ def test_installed_python_sysconfig_points_into_the_env(run: RunResult) -> None:
     for key in ("sysconfig_prefix", "sysconfig_includepy", "sysconfig_include"):
         assert Path(info[key]).is_relative_to(prefix), (key, info[key], prefix)
     assert (Path(info["sysconfig_include"]) / "Python.h").is_file()
+
+
+LOAD_INLINE = (
+    "import torch, torch.utils.cpp_extension as ext\n"
+    "m = ext.load_inline('plus_one', 'int plus_one(int x) { return x + 1; }', functions=['plus_one'],\n"
+    "                    build_directory=%r)\n"
+    "print(m.plus_one(41))\n"
+)
+
+
+def test_load_inline_builds_an_extension_with_the_pybind11_pytorch_requires(run: RunResult) -> None:
+    """``<torch/extension.h>`` includes pybind11, whose headers the build takes from the environment
+    (no copy in torch/include): ``conda install pytorch`` alone must bring them. load_inline builds
+    and imports a one-function extension with this machine's C++ compiler in an env made from the
+    packages; the same env without the pybind11 package fails to compile it."""
+    py = _gil(run)[0]
+    prefix, solved, _ = _install(run, ["pytorch", f"python {py}.*"], f"py{py}")
+    assert "pybind11" in solved, f"pytorch does not bring pybind11: {sorted(solved)}"
+    assert (prefix / "include/pybind11/pybind11.h").is_file()
+    assert not (prefix / f"lib/python{py}/site-packages/torch/include/pybind11").exists()
+    proc = channel.run_in_env(prefix, LOAD_INLINE % str(run.work / "ext-with"), run.work / "home")
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == "42", proc.stdout + proc.stderr
+    # the same solution without the pybind11 package: the extension cannot compile
+    records = channel.solve(run.channel, ["pytorch", f"python {py}.*"], {"__cuda": "12.6"})
+    without = run.work / "envs" / f"py{py}-without-pybind11"
+    shutil.rmtree(without, ignore_errors=True)
+    kept = [r for r in records if r.name.normalized != "pybind11"]
+    channel.install(kept, without, run.work / "cache" / "rattler")
+    proc = channel.run_in_env(without, LOAD_INLINE % str(run.work / "ext-without"), run.work / "home")
+    assert proc.returncode != 0 and "pybind11/pybind11.h" in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_nomagma_on_request_does_not_pull_libmagma(run: RunResult) -> None:
