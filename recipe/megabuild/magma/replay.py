@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild.binaries.elf import read_elf_file
 from megabuild.errors import MegabuildError
-from megabuild.magma import elf
 from megabuild.magma.graph import CONFIG_HEADER, Command, command_of, config_header_in_deps, target_objects
 from megabuild.magma.rpath import install_rpath_change, with_install_rpath
 
@@ -154,7 +154,7 @@ def run(replay: Replay) -> list[str]:
         if proc.returncode != 0:
             raise MegabuildError(f"replayed command for {cmd.output} failed (exit {proc.returncode})")
     _check_headers(replay)
-    needed = elf.needed(replay.library)
+    needed = read_elf_file(replay.library).needed
     if not any(n.startswith("libmagma") for n in needed):
         raise MegabuildError(f"{replay.library} does not link libmagma (NEEDED: {', '.join(needed)})")
     record = {"compiles": [list(c.argv) for c in replay.compiles], "link": list(replay.link.argv)}
