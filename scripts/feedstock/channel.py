@@ -422,10 +422,11 @@ class Channel:
             self._sparse[subdir] = rattler.SparseRepoData(self._channel, subdir, path)
         return self._sparse[subdir]
 
-    def solve(
+    def solve_records(
         self, specs: Sequence[str], platform: str, virtual_packages: Mapping[str, str] | None = None
-    ) -> dict[str, Installed]:
-        """Install ``specs`` on ``platform`` with the platform's virtual packages plus the given ones.
+    ) -> list[Any]:
+        """rattler's ``RepoDataRecord`` s installing ``specs`` on ``platform``, with the platform's
+        virtual packages plus the given ones (what ``rattler.install`` takes).
 
         Raises :class:`SolveError` when unsatisfiable.
         """
@@ -447,6 +448,13 @@ class Channel:
                 result = asyncio.run(result)
         except SolverError as exc:
             raise SolveError(str(exc)) from None
+        return list(result)
+
+    def solve(
+        self, specs: Sequence[str], platform: str, virtual_packages: Mapping[str, str] | None = None
+    ) -> dict[str, Installed]:
+        """:meth:`solve_records` as name -> :class:`Installed`."""
+        result = self.solve_records(specs, platform, virtual_packages)
         return {
             r.name.normalized: Installed(
                 r.name.normalized, str(r.version), str(r.build), int(r.build_number), tuple(r.depends)

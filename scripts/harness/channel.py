@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PLATFORM_VIRTUALS = {"__unix": "0", "__linux": "6.5", "__glibc": "2.35", "__archspec": "1"}
+from feedstock.channel import Channel
 
 
 def index(channel_dir: Path) -> None:
@@ -22,25 +22,9 @@ def index(channel_dir: Path) -> None:
 def solve(
     channel_dir: Path, specs: Sequence[str], virtual_packages: Mapping[str, str] | None = None
 ) -> list[Any]:
-    """Solve ``specs`` for linux-64 against the channel; returns rattler ``RepoDataRecord`` s."""
-    import rattler
-
-    virtuals = {**PLATFORM_VIRTUALS, **(virtual_packages or {})}
-    vps = [
-        rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString("0"))
-        for n, v in virtuals.items()
-    ]
-    channel = rattler.Channel(Path(channel_dir).resolve().as_uri())
-    # py-rattler renamed Platform to Subdir (the old name warns)
-    subdir = getattr(rattler, "Subdir", None) or rattler.Platform
-    return asyncio.run(
-        rattler.solve(
-            sources=[channel],
-            specs=list(specs),
-            platforms=[subdir("linux-64"), subdir("noarch")],
-            virtual_packages=vps,
-        )
-    )
+    """Solve ``specs`` for linux-64 against the channel; returns rattler ``RepoDataRecord`` s
+    (the solver checks' wrapper, :meth:`feedstock.channel.Channel.solve_records`)."""
+    return Channel(channel_dir).solve_records(specs, "linux-64", virtual_packages)
 
 
 def install(records: Sequence[Any], prefix: Path, cache_dir: Path) -> None:
