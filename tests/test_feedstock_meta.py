@@ -130,21 +130,26 @@ def test_pytorch_host_pins_pybind11_abi_11(config: str) -> None:
 @needs_configs
 @pytest.mark.parametrize("config", [c.name for c in CONFIGS])
 def test_pytorch_requirements_a_user_needs(config: str) -> None:
-    """What the rendered pytorch packages require beyond upstream's Requires-Dist, as conda-forge's
-    pytorch does: pybind11 (``<torch/extension.h>`` includes it; the build uses conda-forge's, so
-    torch/include has no copy), optree (upstream's extra), OpenBLAS's OpenMP build only (unix,
-    generic BLAS: "Detect OpenMP Loop and this application may hang" with the pthreads one), the
-    host's cuda-cupti on win-64 CUDA (pin_compatible, to x.x.x) and pytest <9.1 for the tests."""
-    pytorch = [o for o in rendered(config) if o.name == "pytorch"]
+    """What the rendered pytorch and libtorch packages require beyond upstream's Requires-Dist, as
+    conda-forge's do: pybind11 (``<torch/extension.h>`` includes it; the build uses conda-forge's,
+    so torch/include has no copy), optree (upstream's extra), pytest <9.1 for the tests (pytorch);
+    OpenBLAS's OpenMP build only (libtorch, unix, generic BLAS: "Detect OpenMP Loop and this
+    application may hang" with the pthreads one) and the host's cuda-cupti on win-64 CUDA
+    (pin_compatible, to x.x.x; both)."""
+    outputs = rendered(config)
+    pytorch = [o for o in outputs if o.name == "pytorch"]
     assert pytorch, f"{config}: no pytorch output"
+    (libtorch,) = [o for o in outputs if o.name == "libtorch"]
+    for output in [*pytorch, libtorch]:
+        win = output.subdir.startswith("win-")
+        cuda = output.variant["cuda_compiler_version"] != "None"
+        depends = {d.split()[0]: d for d in output.depends}
+        assert ("cuda-cupti" in depends) == (win and cuda), (output.build_string, depends.get("cuda-cupti"))
+        openmp = {"libopenblas * openmp_*", "openblas * openmp_*"}
+        generic_unix = output.variant["blas_impl"] != "mkl" and not win and output is libtorch
+        assert (openmp <= set(output.constrains)) == generic_unix, (output.build_string, output.constrains)
     for output in pytorch:
         depends = {d.split()[0]: d for d in output.depends}
         assert "pybind11" in depends, (output.build_string, sorted(depends))
         assert depends.get("optree") == "optree >=0.13.0", (output.build_string, depends.get("optree"))
-        cuda = output.variant["cuda_compiler_version"] != "None"
-        win = output.subdir.startswith("win-")
-        assert ("cuda-cupti" in depends) == (win and cuda), (output.build_string, depends.get("cuda-cupti"))
-        openmp = {"libopenblas * openmp_*", "openblas * openmp_*"}
-        generic_unix = output.variant["blas_impl"] != "mkl" and not win
-        assert (openmp <= set(output.constrains)) == generic_unix, (output.build_string, output.constrains)
         assert "pytest <9.1" in output.test["requires"], (output.build_string, output.test["requires"])
