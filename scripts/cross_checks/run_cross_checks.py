@@ -43,10 +43,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: feedstock, harness
+# scripts/ (feedstock, harness) and recipe/ (megabuild, whose model they read)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipe"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from feedstock.errors import FeedstockError, UsageError, capped, run_main
 from feedstock.paths import REPO, SCRIPTS, TESTS
+from feedstock.requirements_compare import CONDA_FORGE_ENV
 
 SOURCES_ENV = "FEEDSTOCK_CROSS_CHECK_SOURCES"
 REQUIRE_ENV = "FEEDSTOCK_REQUIRE_CROSS_CHECKS"
@@ -63,6 +66,8 @@ CROSS_CHECKS = (
     "tests/test_ci_scripts.py::test_a_release_candidate_rerenders_to_pytorch_rc_configs_only",
     # the variant keys `megabuild env` reads count as used by build.sh / bld.bat
     "tests/test_render_used_vars.py::test_build_scripts_name_the_keys_megabuild_env_reads",
+    # requirements against conda-forge's pytorch-cpu feedstock, each difference with its reason
+    "tests/test_requirements_compare.py::test_conda_forge_differs_only_as_recorded",
 )
 
 
@@ -102,6 +107,14 @@ SOURCES = (
         "conda-forge/conda-forge-bot",
         "65a4cf4a6cd1018a18f8f29133d75c42d45219a6",
         paths=("conda_forge_tick/cf_tick_schema.json",),
+    ),
+    # conda-forge's pytorch feedstock, whose requirements the requirements comparison renders
+    # (tests/test_requirements_compare.py; tests/data/requirements-vs-conda-forge.json records it)
+    Source(
+        "pytorch-cpu-feedstock",
+        "conda-forge/pytorch-cpu-feedstock",
+        "74dd3d46ff0c3d05053197961386b5a2018cf3d1",
+        paths=("recipe", ".ci_support"),
     ),
 )
 
@@ -279,6 +292,7 @@ def tool_env(venv: Path, work: Path, src: Path) -> dict[str, str]:
         REQUIRE_ENV: "1",
         "CONDA_SMITHY_RERENDER": shlex.join(rerender),
         "CONDA_SMITHY_BOT_SCHEMA_URI": schema.resolve().as_uri(),
+        CONDA_FORGE_ENV: str(src / "pytorch-cpu-feedstock"),
     }
 
 

@@ -6,7 +6,9 @@ renders every such block again (``python scripts/update_doc_tables.py`` writes t
 :data:`DOCS`, and ``tests/test_docs.py`` keeps them equal). The pipeline table reads
 :data:`megabuild.pipeline.description.PIPELINE` through its public names (``Phase``, ``Step``,
 ``When``); the split-outputs table reads ``recipe/split_spec.json`` as the split does; the
-conda-forge table (packages.md) is :func:`feedstock.parity.rows`.
+conda-forge table (packages.md) is :func:`feedstock.parity.rows`; the requirements table
+(packages.md) is :func:`feedstock.requirements_compare.table_rows`, from the committed comparison
+``tests/data/requirements-vs-conda-forge.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from megabuild.pipeline.description import PIPELINE, Step
 
-from feedstock import parity
+from feedstock import parity, requirements_compare
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE, REPO
 
@@ -39,6 +41,11 @@ class DocTableError(FeedstockError):
 def _cell(text: object) -> str:
     # a note's <variant> would be an HTML tag to a Markdown renderer, a | a column
     return str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    # inside a code span only a | needs escaping (the table's); &lt; would show as such
+    return "`" + text.replace("|", "\\|") + "`"
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
@@ -89,12 +96,26 @@ def conda_forge_table() -> list[str]:
     return _table(header, parity.rows())
 
 
+def requirements_table() -> list[str]:
+    """Every difference of the requirements from conda-forge's, with its reason
+    (:mod:`feedstock.requirements_compare`)."""
+    recorded = requirements_compare.load()
+    header = ("package: field", "this feedstock", f"conda-forge ({recorded.commit[:8]})", "where", "why")
+    lines = _table(header, [])
+    for output, field, ours, theirs, where, why in requirements_compare.table_rows(recorded):
+        cells = [f"{_code(output)}: {_cell(field)}"]
+        cells += [", ".join(_code(s) for s in side) or "—" for side in (ours, theirs)]
+        lines.append("| " + " | ".join([*cells, _cell(where), _cell(why)]) + " |")
+    return lines
+
+
 def tables() -> dict[str, Callable[[], list[str]]]:
     """Every table a doc can hold, by the name its block gives."""
     return {
         "pipeline": pipeline_table,
         "split-outputs": lambda: split_outputs_table(load_split_spec()),
         "conda-forge-changes": conda_forge_table,
+        "requirements-vs-conda-forge": requirements_table,
     }
 
 
