@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 from feedstock.bump.recipe import read_recipe
-from feedstock.paths import REPO
+from feedstock.paths import RECIPE, REPO
+from feedstock.test_commands import CommandResult, fresh_test_dir, run_command
 from harness import channel, ninja
 from harness.conda_build import CONDA_FORGE_SKBUILD, RunResult, find_config, run_config, variant_value
 from harness.packaging import Package
@@ -39,6 +40,7 @@ from harness.pythons import CPython, find_cpythons, find_freethreaded
 from harness.recipe_tests import STAND_IN_EXPLAINED
 from megabuild import model
 from megabuild.binaries.elf import read_elf_file
+from megabuild.binaries.torch_config import FUNCTION
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 from support.megabuild_cli import run_megabuild
 from support.minitorch_traits import assert_traits
@@ -738,3 +740,77 @@ def test_force_color_build_passes_and_is_measured(run: RunResult) -> None:
         found = BYTES_LINE.findall(log)
         assert len(found) == 1 and found[0][1] == CONDA_FORGE_SKBUILD, (step.name, found)
         assert "warning: not measured" not in log, step.name
+
+
+# ------------------------------------------------------------------------------------------------
+# MAGMA judged without a GPU: the patched _C asks the installed linalg library (patch 0001)
+# ------------------------------------------------------------------------------------------------
+
+LINALG_LIBRARY = "lib/libtorch_cuda_linalg.so"
+
+
+def _linalg_env(run: RunResult, variant: model.LinalgVariant, name: str) -> Path:
+    """A fresh env of the megabuild Python's pytorch with the ``variant`` linalg package."""
+    prefix = run.work / "envs" / f"magma-{name}"
+    specs = [model.PYTORCH, f"{model.LINALG} * *_{variant.value}_*", _python_spec(_gil(run)[-1])]
+    solved = channel.create_env(
+        run.channel, specs, prefix, run.work / "cache" / "rattler", {"__cuda": "12.6"}
+    )
+    assert f"_{variant.value}_" in solved[model.LINALG], solved
+    return prefix
+
+
+def _check_torch_config(run: RunResult, prefix: Path) -> CommandResult:
+    """The pytorch output's rendered check-torch-config command, run as conda-build runs a test
+    command: bash in a test dir holding the test files (megabuild/), with the env's python, under CI."""
+    out = _pytorch_of(run, _gil(run)[-1])
+    (rendered,) = [
+        o for o in run.outputs if o.name == model.PYTORCH and o.build_string == out.record["build"]
+    ]
+    (command,) = [c for c in rendered.test["commands"] if "-m megabuild check-torch-config " in c]
+    assert "--prefix $PREFIX" in command and "--cuda-version 12.6" in command, command
+    test_dir = fresh_test_dir(prefix.parent / f"{prefix.name}-test", rendered.test, RECIPE)
+    env = {"PATH": f"{prefix / 'bin'}:/usr/bin:/bin", "HOME": str(run.work / "home"), "LANG": "C.UTF-8",
+           "PREFIX": str(prefix), "CI": "true"}  # fmt: skip
+    return run_command(
+        command, env, test_dir, explained=STAND_IN_EXPLAINED, bash_options=("-e",), timeout=120
+    )
+
+
+@pytest.mark.parametrize("variant", list(model.LinalgVariant), ids=lambda v: v.value)
+def test_either_linalg_variant_passes_check_torch_config_without_a_gpu(
+    run: RunResult, variant: model.LinalgVariant
+) -> None:
+    result = _check_torch_config(run, _linalg_env(run, variant, variant.value))
+    assert result.returncode == 0, result.output
+    has_magma = variant is model.LinalgVariant.MAGMA
+    assert f"check-torch-config: MAGMA from {FUNCTION}: {has_magma}" in result.stderr.splitlines()
+
+
+def test_a_nomagma_record_whose_torch_has_magma_fails(run: RunResult) -> None:
+    """The magma variant's files under the nomagma variant's conda-meta record: conda says nomagma,
+    the loaded library says MAGMA."""
+    magma = _linalg_env(run, model.LinalgVariant.MAGMA, "planted-nomagma-record")
+    nomagma = _linalg_env(run, model.LinalgVariant.NOMAGMA, "nomagma-record")
+    (record,) = (magma / "conda-meta").glob(f"{model.LINALG}-*.json")
+    record.unlink()
+    (other,) = (nomagma / "conda-meta").glob(f"{model.LINALG}-*.json")
+    shutil.copy2(other, magma / "conda-meta" / other.name)
+    result = _check_torch_config(run, magma)
+    assert result.returncode == 1, result.output
+    assert result.stdout.splitlines() == [
+        f"torch-config: torch.__config__.show(): no MAGMA installed, but {FUNCTION} is True"
+    ]
+
+
+def test_a_magma_install_with_the_nomagma_library_fails(run: RunResult) -> None:
+    """The nomagma variant's library in place of the magma one (libmagma still installed); the
+    installed file is unlinked first: it is a hard link into the package cache."""
+    magma = _linalg_env(run, model.LinalgVariant.MAGMA, "planted-nomagma-library")
+    (nomagma_package,) = [p for p in run.packages_named(model.LINALG) if "_nomagma_" in p.record["build"]]
+    (magma / LINALG_LIBRARY).unlink()
+    shutil.copy2(nomagma_package.root / LINALG_LIBRARY, magma / LINALG_LIBRARY)
+    result = _check_torch_config(run, magma)
+    assert result.returncode == 1, result.output
+    finding = f"the installed linalg variant links MAGMA, but {FUNCTION} is False"
+    assert result.stdout.splitlines() == [f"torch-config: torch.__config__.show(): {finding}"]

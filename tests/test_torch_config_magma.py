@@ -6,37 +6,27 @@ no GPU needed. Without a GPU ``torch.__config__.show()`` has no CUDA hooks lines
 line either. The check asks the function, else the attribute (a build without the patch), else the
 ``Magma`` line; under CI an expectation none of them answers is a finding.
 
-Three layers: the model (``megabuild.binaries.torch_config``) with each source; the command line
-importing a ``torch`` package written here with each shape of ``_C``; and the real thing: the
-miniature's CUDA megabuild (the end-to-end run's ``linux_64_cuda12.6`` config with one Python,
-about a minute), whose patched ``_C`` loads the installed linalg library, installed with each
-linalg variant and with the other variant planted, judged by the pytorch output's rendered
-check-torch-config command run as conda-build runs it.
+Here: the model (``megabuild.binaries.torch_config``) with each source, and the command line
+importing a ``torch`` package written here with each shape of ``_C``. The real thing, the
+miniature's patched ``_C`` loading the installed linalg library with each variant and with the
+other variant planted, is judged in the end-to-end run (``tests/test_e2e_megabuild.py``), whose
+build it shares.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from feedstock.bump.recipe import read_recipe
-from feedstock.paths import RECIPE, REPO
-from feedstock.test_commands import CommandResult, fresh_test_dir, run_command
-from harness import channel
-from harness.conda_build import RunResult, find_config, run_config
-from harness.pythons import find_cpythons
-from harness.recipe_tests import STAND_IN_EXPLAINED
+from feedstock.paths import RECIPE
 from megabuild.binaries import config_cli, torch_config
 from megabuild.binaries.torch_config import ATTRIBUTE, FUNCTION, MAGMA_LINE, MagmaAnswer, Variant
-from megabuild.model import LINALG, PYTORCH, LinalgVariant
 from support.megabuild_cli import run_megabuild
 
 SETTINGS = (
@@ -233,98 +223,3 @@ def test_a_show_file_answers_from_its_text_alone(
     reason = "torch.__config__.show() has no CUDA hooks lines (no GPU)"
     assert f"check-torch-config: MAGMA not known: {reason}" in done.stderr.splitlines()
     assert done.returncode == code, done.stdout + done.stderr
-
-
-# ------------------------------------------------------------------------------------------------
-# a real, patched, GPU-less install: the miniature's CUDA megabuild
-# ------------------------------------------------------------------------------------------------
-
-CONFIG = "linux_64_cuda12.6"  # the end-to-end run's: C++ stand-ins for the CUDA libraries, no nvcc
-CUDA_VERSION = "12.6"
-LIBRARY = "lib/libtorch_cuda_linalg.so"
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
-    for tool in ("cmake", "ninja", "g++", "gcc"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not on PATH")
-    pytest.importorskip("rattler")
-    pytest.importorskip("conda_package_handling")
-    top = read_recipe(REPO).megabuild_python
-    pythons = [c for c in find_cpythons() if c.tag == top and not c.freethreaded]
-    if not pythons:
-        pytest.skip(f"needs CPython {top}, the megabuild's own")
-    work = tmp_path_factory.mktemp("magma-config")
-    yield run_config(find_config(CONFIG), work, pythons=pythons, cpu_count=os.cpu_count() or 2,
-                     log=lambda _: None)  # fmt: skip
-
-
-def _install(run: RunResult, variant: LinalgVariant, name: str) -> Path:
-    prefix = run.work / "envs" / name
-    specs = [PYTORCH, f"{LINALG} * *_{variant.value}_*"]
-    solved = channel.create_env(
-        run.channel, specs, prefix, run.work / "cache" / "rattler", {"__cuda": CUDA_VERSION}
-    )
-    assert f"_{variant.value}_" in solved[LINALG], solved
-    return prefix
-
-
-def _replace(src: Path, dest: Path) -> None:
-    """``dest`` becomes a copy of ``src`` (unlinked first: installed files are hard links into the
-    package cache, which must stay as it is)."""
-    dest.unlink()
-    shutil.copy2(src, dest)
-
-
-def _check_torch_config(run: RunResult, prefix: Path) -> CommandResult:
-    """The pytorch output's rendered check-torch-config command, run as conda-build runs a test
-    command: bash in a test dir holding the test files (megabuild/), with the env's python, under CI."""
-    (out,) = [o for o in run.outputs if o.name == PYTORCH]
-    (command,) = [c for c in out.test["commands"] if "-m megabuild check-torch-config " in c]
-    assert "--prefix $PREFIX" in command and f"--cuda-version {CUDA_VERSION}" in command, command
-    test_dir = fresh_test_dir(prefix.parent / f"{prefix.name}-test", out.test, RECIPE)
-    env = {"PATH": f"{prefix / 'bin'}:/usr/bin:/bin", "HOME": str(run.work / "home"), "LANG": "C.UTF-8",
-           "PREFIX": str(prefix), "CI": "true"}  # fmt: skip
-    return run_command(
-        command, env, test_dir, explained=STAND_IN_EXPLAINED, bash_options=("-e",), timeout=120
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("variant", list(LinalgVariant), ids=lambda v: v.value)
-def test_an_install_of_either_variant_passes_without_a_gpu(run: RunResult, variant: LinalgVariant) -> None:
-    prefix = _install(run, variant, variant.value)
-    result = _check_torch_config(run, prefix)
-    assert result.returncode == 0, result.output
-    has_magma = variant is LinalgVariant.MAGMA
-    assert f"check-torch-config: MAGMA from {FUNCTION}: {has_magma}" in result.stderr.splitlines()
-
-
-@pytest.mark.slow
-def test_a_nomagma_install_whose_torch_has_magma_fails(run: RunResult) -> None:
-    """The magma variant's files under the nomagma variant's conda-meta record: conda says nomagma,
-    the loaded library says MAGMA."""
-    magma = _install(run, LinalgVariant.MAGMA, "planted-nomagma-record")
-    nomagma = _install(run, LinalgVariant.NOMAGMA, "nomagma-record")
-    (record,) = (magma / "conda-meta").glob(f"{LINALG}-*.json")
-    record.unlink()
-    (other,) = (nomagma / "conda-meta").glob(f"{LINALG}-*.json")
-    shutil.copy2(other, magma / "conda-meta" / other.name)
-    result = _check_torch_config(run, magma)
-    assert result.returncode == 1, result.output
-    assert result.stdout.splitlines() == [
-        f"torch-config: torch.__config__.show(): no MAGMA installed, but {FUNCTION} is True"
-    ]
-
-
-@pytest.mark.slow
-def test_a_magma_install_with_the_nomagma_library_fails(run: RunResult) -> None:
-    """The nomagma variant's library in place of the magma one (libmagma still installed)."""
-    magma = _install(run, LinalgVariant.MAGMA, "planted-nomagma-library")
-    (nomagma_package,) = [p for p in run.packages_named(LINALG) if "_nomagma_" in p.record["build"]]
-    _replace(nomagma_package.root / LIBRARY, magma / LIBRARY)
-    result = _check_torch_config(run, magma)
-    assert result.returncode == 1, result.output
-    finding = f"the installed linalg variant links MAGMA, but {FUNCTION} is False"
-    assert result.stdout.splitlines() == [f"torch-config: torch.__config__.show(): {finding}"]
