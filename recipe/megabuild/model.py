@@ -99,6 +99,12 @@ def arm_variant(name: str) -> ArmVariant:
     raise MegabuildError(f"{ARM_VARIANT_KEY} {name!r} is not one the feedstock builds ({known})")
 
 
+MKL_BLAS, GENERIC_BLAS = "mkl", "generic"
+BLAS_IMPLS = (MKL_BLAS, GENERIC_BLAS)
+"""conda_build_config.yaml's ``blas_impl`` values: MKL, or the netlib-named libblas/libcblas/
+liblapack that conda-forge can switch at install time."""
+
+
 @dataclass(frozen=True)
 class PlatformFacts:
     """What differs between the conda target platforms the feedstock builds."""
@@ -125,7 +131,7 @@ class PlatformFacts:
     arm_variants: tuple[ArmVariant, ...] = ()
     """The :data:`ARM_VARIANT_KEY` values of the platform's CUDA builds, the default first (none:
     the platform has no such key)."""
-    blas_impls: tuple[str, ...] = ("generic",)
+    blas_impls: tuple[str, ...] = (GENERIC_BLAS,)
     """conda_build_config.yaml's ``blas_impl`` values here: MKL exists for x86_64 only, and
     conda-forge's pytorch builds only MKL on Windows (no OpenBLAS with OpenMP there)."""
 
@@ -160,7 +166,7 @@ AARCH64_WHEEL_REPAIR = {
 PLATFORMS = (
     PlatformFacts(
         "linux-64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
-        pip_tag="manylinux_2_28_x86_64", listing_tag="linux_x86_64", blas_impls=("mkl", "generic"),
+        pip_tag="manylinux_2_28_x86_64", listing_tag="linux_x86_64", blas_impls=BLAS_IMPLS,
     ),
     PlatformFacts(
         "linux-aarch64", _LINUX_SHLIB, lazy_linalg=True, symlinks=True,
@@ -174,11 +180,11 @@ PLATFORMS = (
     PlatformFacts(
         "osx-64", _OSX_SHLIB, lazy_linalg=False, symlinks=True,
         pip_tag="macosx_14_0_x86_64", listing_tag="macosx_x86_64", stood_in_by="osx-arm64",
-        blas_impls=("mkl", "generic"),
+        blas_impls=BLAS_IMPLS,
     ),
     PlatformFacts(
         "win-64", (".dll",), lazy_linalg=False, symlinks=False, pip_tag="win_amd64", listing_tag="win_amd64",
-        blas_impls=("mkl",),
+        blas_impls=(MKL_BLAS,),
     ),
 )  # fmt: skip
 """Every platform the feedstock builds, with its facts."""

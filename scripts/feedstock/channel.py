@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from megabuild.model import ARM_VARIANTS, SBSA
+
 from .errors import FeedstockError
 from .specs import as_list, spec_name, spec_parts
 
@@ -244,7 +246,7 @@ def _cuda_version_record(version: str) -> dict[str, Any]:
 ARM_VARIANT = "arm-variant"
 ARM_VARIANT_FEATURE = "arm-variant-tegra"
 ARM_VARIANT_SUBDIRS = ("linux-aarch64",)
-ARM_VARIANT_BUILDS = ("sbsa", "tegra")
+ARM_VARIANT_BUILDS = tuple(v.name for v in ARM_VARIANTS)
 
 
 def _arm_variant_record(build: str) -> dict[str, Any]:
@@ -259,7 +261,7 @@ def _arm_variant_record(build: str) -> dict[str, Any]:
         "depends": [],
         "constrains": [],
         "noarch": "generic",
-        **({"track_features": ARM_VARIANT_FEATURE} if build != "sbsa" else {}),
+        **({"track_features": ARM_VARIANT_FEATURE} if build != SBSA.name else {}),
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from megabuild.binaries import torch_config
 from megabuild.binaries.installed import installed
 from megabuild.errors import MegabuildError
-from megabuild.model import LINALG, LinalgVariant
+from megabuild.model import BLAS_IMPLS, LINALG, LinalgVariant
 
 
 def register(groups: Any) -> None:
@@ -23,7 +23,7 @@ def register(groups: Any) -> None:
         help="torch.__config__.show() against the variant",
         description=torch_config.__doc__,
     )
-    parser.add_argument("--blas", required=True, choices=("mkl", "generic"), help="blas_impl")
+    parser.add_argument("--blas", required=True, choices=BLAS_IMPLS, help="blas_impl")
     parser.add_argument("--cuda-version", required=True, help="cuda_compiler_version (None: a CPU build)")
     magma_help = f"installed: as the installed {LINALG} variant (needs --prefix)"
     magma_choices = ("yes", "no", "installed", "any")
