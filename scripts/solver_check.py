@@ -27,13 +27,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from feedstock.paths import RECIPE, REPO
+
+# megabuild.model (the arm variants, which build is the Tegra one), read by feedstock.channel too
+sys.path.insert(0, str(RECIPE))
+
 from feedstock.channel import Channel, Installed, SolveError, write_channel
 from feedstock.errors import run_main
 from feedstock.outputs import load_outputs
-from feedstock.paths import RECIPE, REPO
-
-sys.path.insert(0, str(RECIPE))  # megabuild.model: which build is the Tegra one
-
 from megabuild import model
 
 INTERESTING: tuple[str, ...] = (
