@@ -4,9 +4,9 @@
 # pip-downloads NVIDIA's CUDA 13.0 wheels (nvidia-cuda-nvcc, -nvvm, -crt, -runtime, -cccl and
 # -cuobjdump; about 105 MB) into the shared wheel cache (~/.cache/pytorch-feedstock/wheels/
 # manylinux_2_17_x86_64, or $PYTORCH_FEEDSTOCK_WHEEL_CACHE) and unpacks them into
-# ~/.cache/pytorch-feedstock/cuda-toolchain/<release> (scripts/harness/cuda_toolchain.py); both
+# ~/.cache/pytorch-feedstock/cuda-toolchain/<release> (scripts/feedstock/conda_build_standin/cuda_toolchain.py); both
 # only when missing. Prints the toolchain's directory on stdout. Idempotent: a second run
 # downloads nothing and only prints the path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHONPATH=scripts${PYTHONPATH:+:$PYTHONPATH} exec python -m harness.cuda_toolchain
+exec python -m feedstock.conda_build_standin.cuda_toolchain

@@ -8,9 +8,9 @@
 # missing wheel fails those tests there instead of skipping them.
 provision_upstream_wheels() {
     local listing
-    listing="$(PYTHONPATH=recipe:scripts python - <<'PY'
-from feedstock.bump.recipe import read_recipe
-from feedstock.bump.tools import wheel_cache_dir
+    listing="$(python - <<'PY'
+from feedstock.split_check.recipe import read_recipe
+from feedstock.split_check.tools import wheel_cache_dir
 from feedstock.paths import REPO
 from megabuild.model import PLATFORMS
 

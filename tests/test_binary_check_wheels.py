@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from feedstock.bump.platforms import BY_NAME
+from feedstock.split_check.platforms import BY_NAME
 from megabuild.binaries.checks import Options
 from megabuild.binaries.cli import KNOWN
 from megabuild.binaries.findings import judge, load_explanations

@@ -1,14 +1,18 @@
-"""build-locally.py: docker invocation, aliases, resume markers, dry run and preflight errors.
+"""build-locally.py (feedstock.commands.build_locally): docker invocation, aliases, resume
+markers, dry run and preflight errors.
 
-Every test runs the real script (and the real ``.scripts/run_docker_build.sh``) in a copy of
-the feedstock, with a fake ``docker`` on PATH that records its argv and environment.
+Most tests run the copy's build-locally.py (and the real ``.scripts/run_docker_build.sh``) in a
+copy of the feedstock, with a fake ``docker`` on PATH that records its argv and environment;
+the others call the module on the copy's root.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -38,13 +42,9 @@ def real_fs(tmp_path: Path, repo_root: Path) -> FakeFeedstock:
     return FakeFeedstock.create(tmp_path, repo_root)
 
 
-def load_module(repo_root: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_locally", repo_root / "build-locally.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def load_module() -> ModuleType:
+    """The command's module (the install's); its functions take the feedstock's root."""
+    return importlib.import_module("feedstock.commands.build_locally")
 
 
 def assert_clean_error(proc, *fragments: str) -> None:
@@ -183,10 +183,10 @@ def test_no_config_without_a_terminal_lists_choices(fs: FakeFeedstock) -> None:
 def test_interactive_choice_on_a_terminal(
     fs: FakeFeedstock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = load_module(fs.root)
+    module = load_module()
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
     monkeypatch.setattr("builtins.input", lambda prompt="": "2")
-    opts = module.resolve_options([], {})
+    opts = module.resolve_options([], {}, fs.root)
     assert module.select_configs(opts) == [sorted(SYNTHETIC_CONFIGS)[1]]
     out = capsys.readouterr().out
     assert "config not selected, please choose from the following:" in out
@@ -239,15 +239,16 @@ def test_enough_disk_for_cpu_is_not_enough_for_cuda(fs: FakeFeedstock) -> None:
 
 
 def test_options_are_resolved_once_into_a_frozen_dataclass(fs: FakeFeedstock) -> None:
-    module = load_module(fs.root)
+    module = load_module()
     env = {"CPU_COUNT": "5", "DOCKER_EXECUTABLE": "podman", "BUILD_LOCALLY_MIN_FREE_GB": "7"}
-    opts = module.resolve_options(["x", "--no-compiler-cache"], env)
+    opts = module.resolve_options(["x", "--no-compiler-cache"], env, fs.root)
     assert (opts.config, opts.cpu_count, opts.docker, opts.min_free_gb) == ("x", "5", "podman", 7)
+    assert opts.root == fs.root
     assert opts.compiler_cache is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.cpu_count = "1"
-    assert module.resolve_options(["--cpu-count", "3"], env).cpu_count == "3"
-    default = module.resolve_options([], {})
+    assert module.resolve_options(["--cpu-count", "3"], env, fs.root).cpu_count == "3"
+    default = module.resolve_options([], {}, fs.root)
     assert default.compiler_cache.local_dir == fs.root / "build_artifacts" / "compiler-cache"
     assert default.compiler_cache.remote is None
 
@@ -409,31 +410,36 @@ def test_dry_run_on_the_real_configs_prints_each_configs_outputs(real_fs: FakeFe
 
 def test_real_alias_resolution(real_fs: FakeFeedstock) -> None:
     names = real_fs.config_names
-    module = load_module(real_fs.root)
-    cuda = module.resolve("linux_64_cuda12.6", None)
+    module = load_module()
+    root = real_fs.root
+    cuda = module.resolve(root, "linux_64_cuda12.6", None)
     assert cuda and all(n.startswith("linux_64_") and "cuda_compiler_version12.6" in n for n in cuda)
-    assert module.resolve("linux_64_cpu_mkl", None) == [
+    assert module.resolve(root, "linux_64_cpu_mkl", None) == [
         n for n in names if n.startswith("linux_64_") and "blas_implmkl" in n and "versionNone" in n
     ]
-    assert module.resolve(names[0], None) == [names[0]]
-    assert module.resolve("linux_64_cuda11.0", None) == []
+    assert module.resolve(root, names[0], None) == [names[0]]
+    assert module.resolve(root, "linux_64_cuda11.0", None) == []
     assert not any("magma" in n for n in names), "with_magma must not split CI jobs"
 
 
 # -- static properties ---------------------------------------------------------------------------
 
 
-def test_script_is_stdlib_only_and_python39_syntax(repo_root: Path) -> None:
+def test_entry_is_thin_and_imports_only_the_stdlib_and_feedstock(repo_root: Path) -> None:
+    """build-locally.py stays conda-smithy's thin entry: the standard library and the installed
+    tools, no sys.path changes, and old interpreters parse it far enough to say what they lack."""
     source = (repo_root / "build-locally.py").read_text()
-    tree = ast.parse(source, feature_version=(3, 9))
+    tree = ast.parse(source, feature_version=(3, 7))
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             imported.add(node.module.split(".")[0])
-    third_party = imported - set(sys.stdlib_module_names) - {"__future__", "feedstock"}
-    assert not third_party
+    assert "feedstock" in imported
+    assert not imported - set(sys.stdlib_module_names) - {"feedstock"}
+    assert "sys.path" not in source
+    assert len(source.splitlines()) <= 50
     assert source.startswith('#!/bin/sh\n"""exec" "python3" "$0" "$@" #"""')
 
 
@@ -445,38 +451,100 @@ def test_conda_forge_yml_keeps_build_locally_out_of_rerender(repo_root: Path) ->
     )
 
 
-def find_python39() -> str | None:
-    import glob
-    import os
-    import shutil
+def pyenv_pythons() -> dict[tuple[int, int], str]:
+    """The pyenv CPythons by (minor, micro) version: the interpreters themselves, not the shims."""
+    root = os.environ.get("PYENV_ROOT")
+    if not root:
+        try:
+            root = subprocess.run(
+                ["pyenv", "root"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            root = os.path.expanduser("~/.pyenv")
+    found = {}
+    for version in Path(root, "versions").glob("3.*"):
+        match = re.fullmatch(r"3\.(\d+)\.(\d+)", version.name)
+        python = version / "bin" / f"python3.{match[1]}" if match else None
+        if match and python and python.is_file():
+            found[int(match[1]), int(match[2])] = str(python)
+    return found
 
-    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    # the interpreter itself, not pyenv's shim (a bash script that needs PATH)
-    candidates = [*sorted(glob.glob(f"{root}/versions/3.9*/bin/python3.9")), shutil.which("python3.9")]
-    return next((c for c in candidates if c), None)
+
+def find_oldest_supported_python() -> str | None:
+    """The oldest pyenv CPython >= 3.10 (pyproject's requires-python)."""
+    supported = [found for found in sorted(pyenv_pythons().items()) if found[0] >= (10, 0)]
+    return supported[0][1] if supported else None
 
 
-def test_runs_under_python39(fs: FakeFeedstock) -> None:
-    python39 = find_python39()
-    if python39 is None:
-        pytest.skip("no python3.9 on this machine")
-    proc = subprocess.run(
-        [python39, str(fs.root / "build-locally.py"), "linux_64_cuda12.6", "--dry-run"],
-        cwd=fs.root,
-        env=fs.env(with_docker=False, PYTHONPATH=block_render_dependencies(fs)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_runs_under_the_oldest_supported_python(fs: FakeFeedstock) -> None:
+    """The copy's own tools (PYTHONPATH), on the oldest Python they support."""
+    python = find_oldest_supported_python()
+    if python is None:
+        pytest.skip("no pyenv CPython >= 3.10 on this machine")
+
+    def run(*args: str, with_docker: bool = True, pythonpath: str = fs.tools_pythonpath):
+        return subprocess.run(
+            [python, str(fs.root / "build-locally.py"), *args],
+            cwd=fs.root,
+            env=fs.env(with_docker, PYTHONPATH=pythonpath),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    blocked = os.pathsep.join([block_render_dependencies(fs), fs.tools_pythonpath])
+    proc = run("linux_64_cuda12.6", "--dry-run", with_docker=False, pythonpath=blocked)
     assert proc.returncode == 0, proc.stderr
     assert "dry run: nothing was run" in proc.stdout
+    proc = run(CPU_GENERIC)
+    assert proc.returncode == 0, proc.stderr
+    assert fs.built() == [CPU_GENERIC]
+
+
+def test_without_the_tools_installed_is_a_one_line_error(fs: FakeFeedstock) -> None:
+    # -I -S: no site-packages (the editable install), no PYTHONPATH, no user site
     proc = subprocess.run(
-        [python39, str(fs.root / "build-locally.py"), CPU_GENERIC],
+        [sys.executable, "-I", "-S", str(fs.root / "build-locally.py"), CPU_GENERIC],
         cwd=fs.root,
         env=fs.env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=60,
     )
+    assert_clean_error(proc, "the feedstock's tools are not installed")
+    assert proc.stderr == (
+        "build-locally: error: the feedstock's tools are not installed: "
+        f"run `python -m pip install -e .` in {fs.root}\n"
+    )
+    assert fs.docker_calls() == []
+
+
+def test_an_old_python_is_a_one_line_error(fs: FakeFeedstock) -> None:
+    old = [python for version, python in sorted(pyenv_pythons().items()) if (7, 0) <= version < (10, 0)]
+    if not old:
+        pytest.skip("no pyenv CPython 3.7 to 3.9 on this machine")
+    proc = subprocess.run(
+        [old[-1], str(fs.root / "build-locally.py"), CPU_GENERIC],
+        cwd=fs.root,
+        env=fs.env(PYTHONPATH=fs.tools_pythonpath),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_clean_error(proc, "the feedstock's tools need Python >= 3.10", old[-1])
+    assert fs.docker_calls() == []
+
+
+def test_python_m_feedstock_builds_the_current_directory(fs: FakeFeedstock, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "feedstock", "build-locally", CPU_GENERIC]
+    proc = subprocess.run(cmd, cwd=fs.root, env=fs.env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert fs.built() == [CPU_GENERIC]
+    assert fs.built() == [CPU_GENERIC] and fs.marker(CPU_GENERIC).is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run(cmd, cwd=elsewhere, env=fs.env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"feedstock build-locally: error: {elsewhere} is not a feedstock's root "
+        "(no .ci_support/ or conda-forge.yml): run this in the feedstock, or run its build-locally.py"
+    ]

@@ -1,15 +1,13 @@
-"""scripts/build_report.py and feedstock.telemetry: the report of a finished build."""
+"""python -m feedstock build-report and feedstock.telemetry: the report of a finished build."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from feedstock.paths import SCRIPTS
 from feedstock.telemetry import (
     TelemetryError,
     load_build,
@@ -19,6 +17,7 @@ from feedstock.telemetry import (
     summarize,
     timeline_rows,
 )
+from support.tools import tool_argv
 
 HEADER = "# ninja log v5\n"
 
@@ -168,9 +167,7 @@ def test_ninja_log_must_be_ninjas(tmp_path: Path) -> None:
 
 
 def _report(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS / "build_report.py"), *args], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run(tool_argv("build-report", *args), capture_output=True, text=True, timeout=300)
 
 
 def test_cli_writes_report_and_png(telemetry: Path, tmp_path: Path) -> None:
@@ -232,7 +229,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, setup: str, status: int, messag
     assert proc.returncode == status
     assert "Traceback" not in proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("build_report: error: ") and message in line
+    assert line.startswith("feedstock build-report: error: ") and message in line
     assert not list(target.glob("report*")) if target.exists() else True
 
 

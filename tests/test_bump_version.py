@@ -1,4 +1,4 @@
-"""scripts/bump_version.py against small synthetic wheels, offline, in a copy of the feedstock.
+"""python -m feedstock bump against small synthetic wheels, offline, in a copy of the feedstock.
 
 The copy has the real recipe, split spec and .ci_support configs, with its version set to
 9.1.0, one test patch, and a tests/data listing of a synthetic 9.1.0 osx-arm64 wheel. That wheel
@@ -20,21 +20,21 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from feedstock.bump.listings import current_listing, listing_text, read_listing
-from feedstock.bump.platforms import BY_NAME
-from feedstock.bump.recipe import config_for, python_minor
-from feedstock.bump.tools import Row, wheel_rows
-from feedstock.bump.wheels import baseline_wheel
 from feedstock.configs import list_configs
-from feedstock.paths import REPO, SCRIPTS
+from feedstock.paths import REPO
+from feedstock.split_check.listings import current_listing
+from feedstock.split_check.platforms import BY_NAME
+from feedstock.split_check.recipe import config_for, python_minor
+from feedstock.split_check.wheels import baseline_wheel
+from feedstock.wheel_files import Row, list_wheel, listing_text, read_listing
+from support.tools import tool_argv
 
-SCRIPT = SCRIPTS / "bump_version.py"
+BUMP = tool_argv("bump")
 OLD, NEW = "9.1.0", "9.2.0"
 PIP_TAG = "macosx_14_0_arm64"
 PROBE = "torch/utils/cpp_extension.py"  # the file the test patch changes
@@ -131,13 +131,13 @@ def make_feedstock(root: Path, old_wheel: Path) -> Path:
     (root / "recipe" / "patches" / "0001-Probe.patch").write_text(PATCH)
     data = root / "tests" / "data"
     data.mkdir(parents=True)
-    (data / f"torch-{OLD}-cp312-macosx_arm64-files.tsv").write_text(listing_text(wheel_rows(old_wheel)))
+    (data / f"torch-{OLD}-cp312-macosx_arm64-files.tsv").write_text(listing_text(list_wheel(old_wheel)))
     return root
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
+        [*BUMP, *map(str, args)],
         capture_output=True,
         text=True,
         check=False,
@@ -299,14 +299,14 @@ def test_bad_input_is_one_line_and_exit_2(base: Setup, args: tuple[str, ...], me
     res = run(*args, "--offline", "--cache", base.cache, "--feedstock", base.feedstock)
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stdout == ""
-    assert res.stderr.count("\n") == 1 and res.stderr.startswith("bump_version.py: error: "), res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("feedstock bump: error: "), res.stderr
     assert message in res.stderr
 
 
 def test_not_a_feedstock_is_bad_input(tmp_path: Path) -> None:
     res = run(NEW, "--offline", "--feedstock", tmp_path)
     assert res.returncode == 2
-    assert res.stderr.startswith("bump_version.py: error: not a feedstock: cannot read"), res.stderr
+    assert res.stderr.startswith("feedstock bump: error: not a feedstock: cannot read"), res.stderr
 
 
 def _pip_env(**settings: str) -> dict[str, str]:
@@ -319,14 +319,14 @@ def test_unknown_version_on_the_index(base: Setup, tmp_path: Path) -> None:
     """A real pip and an index (a local find-links dir) that has torch, but not the version asked."""
     links = Wheel(NEW, base.rows[:3]).write(tmp_path / "links").parent
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), "9.9.0", "--platforms", "osx-arm64", "--cache",
+        [*BUMP, "9.9.0", "--platforms", "osx-arm64", "--cache",
          str(tmp_path / "cache"), "--feedstock", str(base.feedstock)],
         capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path,
         env=_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links)),
     )  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr == (
-        "bump_version.py: error: unknown version: no torch 9.9.0 wheel on the index "
+        "feedstock bump: error: unknown version: no torch 9.9.0 wheel on the index "
         f"(the newest there: {NEW})\n"
     )
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
@@ -337,7 +337,7 @@ def test_a_release_candidate_says_what_it_could_not_check(base: Setup, tmp_path:
     what went unchecked, the rc's source tarball, and checks the pytorch_rc label."""
     links = Wheel(NEW, base.rows[:3]).write(tmp_path / "links").parent
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), "9.2.0rc1", "--platforms", "osx-arm64", "--cache",
+        [*BUMP, "9.2.0rc1", "--platforms", "osx-arm64", "--cache",
          str(tmp_path / "cache"), "--feedstock", str(base.feedstock)],
         capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path,
         env=_pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links)),
@@ -355,11 +355,11 @@ def test_no_network_is_one_line(tmp_path: Path) -> None:
         port = probe.getsockname()[1]
     env = _pip_env(PIP_INDEX_URL=f"http://127.0.0.1:{port}/simple")
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache")],
+        [*BUMP, NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache")],
         capture_output=True, text=True, check=False, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
-    assert res.stderr.startswith("bump_version.py: error: no network: "), res.stderr
+    assert res.stderr.startswith("feedstock bump: error: no network: "), res.stderr
     assert res.stderr.count("\n") == 1
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
 
@@ -372,13 +372,13 @@ def test_a_pip_constraint_that_caps_torch_is_named(base: Setup, tmp_path: Path) 
     constraints.write_text(f"torch<={OLD}\n")
     env = _pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links), PIP_CONSTRAINT=str(constraints))
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache"),
+        [*BUMP, NEW, "--platforms", "osx-arm64", "--cache", str(tmp_path / "cache"),
          "--feedstock", str(base.feedstock)],
         capture_output=True, text=True, check=False, timeout=300, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.count("\n") == 1, res.stderr
-    assert res.stderr.startswith(f"bump_version.py: error: pip refused torch {NEW}: "), res.stderr
+    assert res.stderr.startswith(f"feedstock bump: error: pip refused torch {NEW}: "), res.stderr
     assert f"The user requested (constraint) torch<={OLD}" in res.stderr
     assert "no network" not in res.stderr
     assert not os.listdir(tmp_path / "cache" / PIP_TAG)
@@ -433,7 +433,7 @@ def test_a_windows_wheel_is_split_as_bld_bat_does(base: Setup, tmp_path: Path) -
     feedstock = shutil.copytree(base.feedstock, tmp_path / "feedstock", symlinks=True)
     old = Wheel(OLD, rows, pip_tag="win_amd64").write(tmp_path / "cache")
     data = feedstock / "tests" / "data"
-    (data / f"torch-{OLD}-cp312-win_amd64-files.tsv").write_text(listing_text(wheel_rows(old)))
+    (data / f"torch-{OLD}-cp312-win_amd64-files.tsv").write_text(listing_text(list_wheel(old)))
 
     def check(new_rows: list[Row]) -> subprocess.CompletedProcess[str]:
         path = Wheel(NEW, sorted(new_rows, key=lambda r: r.path), pip_tag="win_amd64").write(

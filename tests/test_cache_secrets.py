@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from conda_package_streaming.package_streaming import CondaComponent, stream_conda_component
+from feedstock.conda_build_standin import cache_servers
+from feedstock.conda_build_standin.cache_servers import S3Server, seaweedfs
+from feedstock.conda_build_standin.pythons import find_cpythons
 from feedstock.telemetry import load_build, summarize
-from harness import cache_servers
-from harness.cache_servers import S3Server, seaweedfs
-from harness.pythons import find_cpythons
 from support import harness_docker
 from support.cache_servers import PREFIX, sccache_binary, unavailable
 from support.fake_feedstock import FakeFeedstock
@@ -149,7 +149,7 @@ def _build_and_search(tmp_path: Path, repo_root: Path, server: S3Server, secret:
     assert (artifacts / "telemetry" / CONFIG / "report.md").is_file()
     assert list(artifacts.glob("linux-64/*.conda"))
     bundle = subprocess.run(
-        [sys.executable, str(fs.root / "scripts" / "cfep03_bundle.py"), CONFIG, "--feedstock", str(fs.root)],
+        [sys.executable, "-m", "feedstock", "cfep03-bundle", CONFIG, "--feedstock", str(fs.root)],
         cwd=fs.root, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     (tmp_path / "cfep03.log").write_text(bundle.stdout + bundle.stderr)

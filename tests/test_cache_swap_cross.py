@@ -53,10 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-import check_patches
 import pytest
+from feedstock import patch_check
+from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
 from feedstock.paths import RECIPE
-from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.model import CacheFile
 from megabuild.cache.python_swap import is_python_key, query_environment, query_interpreter
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
@@ -479,7 +479,7 @@ file(GENERATE OUTPUT "${CMAKE_BINARY_DIR}/module_name.txt" CONTENT "$<TARGET_FIL
 def _patch_0006_lines() -> str:
     """The CMake lines patch 0006 adds to cmake/Dependencies.cmake."""
     assert PATCH_0006 is not None, "patch 0006 (Python_SOABI in cross builds) missing"
-    (diff,) = check_patches.split_patch(PATCH_0006.read_text(encoding="utf-8"))
+    (diff,) = patch_check.split_patch(PATCH_0006.read_text(encoding="utf-8"))
     (hunk,) = diff.hunks()
     return "\n".join(line[1:] for line in hunk if line.startswith("+"))
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
 from feedstock.paths import RECIPE
-from harness.pythons import CPython, make_conda_like_prefix
 from megabuild.cache.python_swap import is_python_key, query_interpreter
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
 from test_cache_swap_cross import (

@@ -4,7 +4,7 @@ conda-smithy's output (.github/workflows/conda-build.yml, .scripts/, .ci_support
 against conda-smithy itself: ``test_files_match_a_fresh_rerender`` runs ``conda smithy rerender``
 on a copy of the feedstock and compares every generated file byte for byte, executable bits
 included. It needs conda-smithy (and network access for conda-forge-pinning); without them it
-skips, and ``scripts/cross_checks/run_cross_checks.py`` (which installs both and sets
+skips, and ``python -m feedstock cross-check`` (which installs both and sets
 ``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1``) turns that skip into a failure. The remaining tests check
 this feedstock's own choices, which a smithy upgrade does not change: conda-forge.yml settings,
 the matrix against .ci_support, no hard-coded feedstock name, no workflow but smithy's, and the
@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from support.cross_checks import REQUIRE_ENV, unavailable
+from support.tools import tool_argv
 
 SMITHY_WORKFLOW = Path(".github/workflows/conda-build.yml")
 GENERATED_SCRIPTS = (
@@ -212,7 +213,7 @@ def test_cross_checks_fail_instead_of_skipping_when_required(repo_root: Path) ->
 
 def test_the_only_workflow_is_conda_smithys(repo_root: Path) -> None:
     """conda-smithy's linter (``conda smithy lint --conda-forge``, rule 15) rejects any other
-    workflow in a conda-forge feedstock: the cross-checks run as scripts/cross_checks/run_cross_checks.py."""
+    workflow in a conda-forge feedstock: the cross-checks run as python -m feedstock cross-check."""
     workflows = repo_root / ".github" / "workflows"
     assert sorted(p.name for p in workflows.iterdir()) == [SMITHY_WORKFLOW.name]
 
@@ -225,7 +226,7 @@ def test_ci_run_is_the_readme_test_command(repo_root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runner() -> ModuleType:
-    return importlib.import_module("cross_checks.run_cross_checks")  # scripts/ is on the tests' import path
+    return importlib.import_module("feedstock.cross_checks.run_cross_checks")
 
 
 def test_the_cross_check_command_names_real_tests(repo_root: Path, runner: ModuleType) -> None:
@@ -274,9 +275,8 @@ def test_sources_are_taken_from_a_local_repository_at_the_pinned_ref(
 
 
 def test_missing_sources_are_named_in_one_line(repo_root: Path, tmp_path: Path) -> None:
-    script = repo_root / "scripts" / "cross_checks" / "run_cross_checks.py"
     proc = subprocess.run(
-        [sys.executable, str(script), "--sources", str(tmp_path)], capture_output=True, text=True, timeout=120
+        tool_argv("cross-check", "--sources", str(tmp_path)), capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -10,7 +10,7 @@ with none of that here, a consumer could at best be linked with
 linked and run against the libraries of the 2.13.0 CPU wheel in pip's
 find-links (``PIP_FIND_LINKS`` or ``pip config list``; on these machines it holds
 torch 2.13.0+cpu cp311), and the file patch 0003 changes is the real 2.14.1
-one: TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (scripts/check_patches.py's
+one: TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (python -m feedstock check-patches's
 cache). For a shared, CPU-only torch it differs from a Linux CPU one only in
 configured values of the static-library and CUDA branches that are not taken
 here, and it loads the 2.13.0 Caffe2Config.cmake next to it through
@@ -45,8 +45,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-import check_patches
 import pytest
+from feedstock import patch_check
 from feedstock.paths import REPO as ROOT
 
 PROJECT = ROOT / "recipe" / "cmake_test"
@@ -209,11 +209,11 @@ def patch_0003_replacement() -> tuple[str, str]:
 
 
 def torchconfig_2_14_1() -> str:
-    """TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (cached by scripts/check_patches.py)."""
+    """TorchConfig.cmake of the 2.14.1 macOS arm64 wheel (cached by python -m feedstock check-patches)."""
     try:
-        wheel = check_patches.download_wheel()
+        wheel = patch_check.download_wheel()
     except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel not reachable: {exc}")
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} wheel not reachable: {exc}")
     with zipfile.ZipFile(wheel) as zf:
         return zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode()
 
@@ -224,7 +224,7 @@ def test_patch_0003_context_is_in_every_torchconfig(wheel_tree: Path) -> None:
         "2.13.0 (find-links)": (wheel_tree / "share/cmake/Torch/TorchConfig.cmake").read_text(),
         "2.14.1 macOS arm64": torchconfig_2_14_1(),
     }
-    for cached in sorted(check_patches.cache_dir().glob(f"*/torch-{check_patches.TORCH_VERSION}-*.whl")):
+    for cached in sorted(patch_check.cache_dir().glob(f"*/torch-{patch_check.TORCH_VERSION}-*.whl")):
         with zipfile.ZipFile(cached) as zf:
             text = zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode()
         configs[cached.name] = text.replace("\r\n", "\n")  # the Windows wheel has CRLF endings

@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin import ninja
+from feedstock.conda_build_standin.conda_build import RunResult
 from feedstock.paths import RECIPE
 from feedstock.telemetry import edge_kind, load_build, summarize
-from harness import ninja
-from harness.conda_build import RunResult
 from support.build_sh import (
     BUILD_SETTINGS_OBJECT,
     DEBUG_MAP,

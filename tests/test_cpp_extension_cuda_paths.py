@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import check_patches
 import pytest
+from feedstock import patch_check
 from feedstock.paths import RECIPE
 from megabuild import model
 from megabuild.buildenv.cuda import target_dir
@@ -50,9 +50,9 @@ LINUX_CUDA = [("linux-64", None), ("linux-aarch64", model.SBSA.name), ("linux-aa
 @pytest.fixture(scope="module")
 def wheel_files() -> dict[str, str]:
     try:
-        path = check_patches.download_wheel(check_patches.DEFAULT_PLATFORM)
+        path = patch_check.download_wheel(patch_check.DEFAULT_PLATFORM)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
     with zipfile.ZipFile(path) as zf:
         return {name: zf.read(name).decode("utf-8") for name in (CPP_EXTENSION, CPP_BUILDER)}
 

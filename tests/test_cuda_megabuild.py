@@ -2,7 +2,8 @@
 
 One module-scoped run of ``linux_64_cuda13.0_generic`` through the real recipe scripts (harness),
 its build env holding CUDA 13.0's nvcc from NVIDIA's PyPI wheels laid out as conda-forge's
-``cuda-nvcc`` (``harness.cuda_toolchain``), its host envs ``cuda-cudart-dev`` & co., two Pythons,
+``cuda-nvcc`` (``feedstock.conda_build_standin.cuda_toolchain``), its host envs ``cuda-cudart-dev`` & co.,
+two Pythons,
 both linalg variants, and sccache on a cache dir of its own. A second run builds a copy of the
 recipe whose CUDA 13.0 linux-64 architecture list lacks its first entry, with the same sccache
 dir: its package holds what that list asks for, and its ``.cu`` compiles hit the cache.
@@ -27,13 +28,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from feedstock.conda_build_standin import channel
+from feedstock.conda_build_standin.conda_build import RunResult, run_config
+from feedstock.conda_build_standin.cuda_toolchain import Toolchain
+from feedstock.conda_build_standin.pythons import CPython, find_cpythons
+from feedstock.conda_build_standin.recipe_tests import (
+    CommandResult,
+    RecipeTestEnv,
+    make_test_env,
+    run_commands,
+)
 from feedstock.paths import RECIPE, TESTS
 from feedstock.telemetry import load_build, summarize
-from harness import channel
-from harness.conda_build import RunResult, run_config
-from harness.cuda_toolchain import Toolchain
-from harness.pythons import CPython, find_cpythons
-from harness.recipe_tests import CommandResult, RecipeTestEnv, make_test_env, run_commands
 from megabuild.model import LIBTORCH, LINALG, PYTORCH, LinalgVariant
 from support.cuda import (
     device_code,

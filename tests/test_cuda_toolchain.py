@@ -1,4 +1,5 @@
-"""CUDA 13.0's nvcc from PyPI laid out as conda-forge's CUDA packages (``harness.cuda_toolchain``),
+"""CUDA 13.0's nvcc from PyPI laid out as conda-forge's CUDA packages
+(``feedstock.conda_build_standin.cuda_toolchain``),
 its provisioning in CI, and the build report's CUDA compiles.
 
 The layout tests need the provisioned toolchain (``.ci/provision-cuda-toolchain.sh``): they skip
@@ -14,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin import activation, cuda_toolchain
+from feedstock.conda_build_standin.cuda_toolchain import REQUIRE_ENV, TARGET_DIR, Toolchain
 from feedstock.telemetry import Build, Edge, Pass, render_markdown, summarize
-from harness import activation, cuda_toolchain
-from harness.cuda_toolchain import REQUIRE_ENV, TARGET_DIR, Toolchain
 from support.cuda import device_code, expected_device_code, recipe_cuda_arch_list, toolchain_or_skip
 
 REPO = Path(__file__).resolve().parents[1]

@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import pytest
 from feedstock import doc_tables
+from feedstock.cli import BY_NAME, load
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.errors import FeedstockError
 from megabuild.pipeline.description import When
@@ -62,14 +63,14 @@ BUILD_VARIABLES = {
     "target_platform": "linux-64",
     "CONFIG": "linux_64_cpu_mkl",  # build_steps.sh's, in the checklist's log paths
 }
-# Scripts whose positional ``config``/``configs`` or ``--config`` name .ci_support configs.
+# Tools whose positional ``config``/``configs`` or ``--config`` name .ci_support configs.
 CONFIG_ARGUMENTS = ("config", "configs")
-SCRIPTS_TAKING_CONFIGS = {
+TOOLS_TAKING_CONFIGS = {
     "build-locally.py",
-    "render.py",
-    "build_all.py",
-    "cfep03_bundle.py",
-    "demo_megabuild.py",
+    "render",
+    "build-all",
+    "cfep03-bundle",
+    "demo-megabuild",
 }
 
 
@@ -242,6 +243,18 @@ def _check_pip(args: list[str], where: str) -> None:
             assert (ROOT / value).is_file(), f"{where}: no requirements file {value}"
 
 
+def _check_tool(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """``python -m feedstock <command> ...``: the command exists and its parser takes the arguments."""
+    if not args or args[0] in ("-h", "--help"):
+        return
+    command = BY_NAME.get(args[0])
+    if command is None:
+        pytest.fail(f"{where}: python -m feedstock has no command {args[0]!r}")
+    namespace = parsed_arguments(load(command), args[1:], where, monkeypatch, capsys)
+    if command.name in TOOLS_TAKING_CONFIGS:
+        _check_configs(namespace, where)
+
+
 def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     if args[:2] == ["-m", "megabuild"]:
         from megabuild.cli import main as megabuild_main
@@ -253,11 +266,13 @@ def check_python(args: list[str], where: str, monkeypatch: pytest.MonkeyPatch, c
         _check_pip(args[2:], where)
     elif args[:1] == ["-c"]:  # a one-line program: nothing of ours to check
         pass
+    elif args[:2] == ["-m", "feedstock"]:
+        _check_tool(args[2:], where, monkeypatch, capsys)
     elif args and args[0].endswith(".py"):
         script = ROOT / args[0]
         assert script.is_file(), f"{where}: no script {args[0]}"
         namespace = parsed_arguments(_load_script(script).main, args[1:], where, monkeypatch, capsys)
-        if script.name in SCRIPTS_TAKING_CONFIGS:
+        if script.name in TOOLS_TAKING_CONFIGS:
             _check_configs(namespace, where)
     else:
         pytest.fail(f"{where}: a python command the docs test does not know how to check")
@@ -293,8 +308,10 @@ def test_the_docs_show_commands() -> None:
     """The extraction itself: a block the test could not read would pass silently."""
     pages = {c.page for c in ALL_COMMANDS}
     assert README in pages and len(pages) >= 4, sorted(p.name for p in pages)
-    scripts = {c.argv[1] for c in ALL_COMMANDS if c.argv[0].startswith("python") and len(c.argv) > 1}
-    assert {"build-locally.py", "scripts/build_all.py", "scripts/bump_version.py"} <= scripts
+    shown = {" ".join(c.argv[1:4]) for c in ALL_COMMANDS if c.argv[0].startswith("python")}
+    assert {"build-locally.py linux_64_cuda12.6", "-m feedstock build-all", "-m feedstock bump"} <= {
+        " ".join(s.split()[:3]) for s in shown
+    }
 
 
 def test_a_wrong_command_is_caught(
@@ -302,7 +319,9 @@ def test_a_wrong_command_is_caught(
 ) -> None:
     """The check can fail: an option a tool does not have, and a config that does not exist."""
     with pytest.raises(pytest.fail.Exception, match="refuses the arguments"):
-        check_python(["scripts/build_all.py", "--no-such-option"], "doc:1", monkeypatch, capsys)
+        check_python(["-m", "feedstock", "build-all", "--no-such-option"], "doc:1", monkeypatch, capsys)
+    with pytest.raises(pytest.fail.Exception, match="has no command"):
+        check_python(["-m", "feedstock", "no-such-command"], "doc:1", monkeypatch, capsys)
     with pytest.raises(pytest.fail.Exception, match="unknown config"):
         check_python(["build-locally.py", "linux_64_cuda99.9"], "doc:2", monkeypatch, capsys)
     with pytest.raises(pytest.fail.Exception, match="refuses the arguments"):
@@ -318,7 +337,7 @@ def test_readme_is_short_and_shows_the_two_commands() -> None:
     assert "python build-locally.py linux_64_cuda12.6" in lines
     # .ci/run runs the README's test command (tests/test_ci_scripts.py checks it is this one)
     test_command = (
-        "python -m pip install -q -r tests/requirements.txt && python -m pytest -q -n 2 --dist loadfile"
+        "python -m pip install -q -e . -r tests/requirements.txt && python -m pytest -q -n 2 --dist loadfile"
     )
     assert test_command in lines
 
@@ -630,6 +649,6 @@ def test_the_run_commands_run(command: Command) -> None:
 
 
 def test_a_run_command_that_fails_is_caught() -> None:
-    """Planted: a config that does not exist, and megabuild without the PYTHONPATH it needs."""
-    assert run_here("python scripts/render.py linux_64_cuda99.9").returncode == 2
-    assert run_here("python -m megabuild --help").returncode != 0
+    """Planted: a config that does not exist, and a command the tools do not have."""
+    assert run_here("python -m feedstock render linux_64_cuda99.9").returncode == 2
+    assert run_here("python -m feedstock no-such-command").returncode == 2

@@ -29,21 +29,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from feedstock.bump.recipe import read_recipe
+from feedstock.conda_build_standin import channel, ninja
+from feedstock.conda_build_standin.conda_build import (
+    CONDA_FORGE_SKBUILD,
+    RunResult,
+    find_config,
+    run_config,
+    variant_value,
+)
+from feedstock.conda_build_standin.packaging import Package
+from feedstock.conda_build_standin.pythons import CPython, find_cpythons, find_freethreaded
+from feedstock.conda_build_standin.recipe_tests import STAND_IN_EXPLAINED
 from feedstock.paths import RECIPE, REPO
+from feedstock.split_check.recipe import read_recipe
 from feedstock.test_commands import CommandResult, fresh_test_dir, run_command
-from harness import channel, ninja
-from harness.conda_build import CONDA_FORGE_SKBUILD, RunResult, find_config, run_config, variant_value
-from harness.packaging import Package
-from harness.python_files import foreign_python_files, python_of_abi
-from harness.pythons import CPython, find_cpythons, find_freethreaded
-from harness.recipe_tests import STAND_IN_EXPLAINED
 from megabuild import model
 from megabuild.binaries.elf import read_elf_file
 from megabuild.binaries.torch_config import FUNCTION
 from megabuild.pipeline.description import PIPELINE, STEP_MARK, Phase, Target
 from support.megabuild_cli import run_megabuild
 from support.minitorch_traits import assert_traits
+from support.python_files import foreign_python_files, python_of_abi
 
 pytestmark = pytest.mark.slow
 

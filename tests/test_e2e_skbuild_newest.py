@@ -16,9 +16,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import channel, ninja
-from harness.conda_build import RunResult, find_config, run_config
-from harness.pythons import find_cpythons
+from feedstock.conda_build_standin import channel, ninja
+from feedstock.conda_build_standin.conda_build import RunResult, find_config, run_config
+from feedstock.conda_build_standin.pythons import find_cpythons
 
 pytestmark = pytest.mark.slow
 NEWEST = "1.1.2"

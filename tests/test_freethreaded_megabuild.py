@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness.conda_build import CONDA_FORGE_SKBUILD
-from harness.python_files import foreign_python_files
-from harness.pythons import CPython
-from harness.skbuild_tree import SkbuildTree as Tree
+from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
+from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.skbuild_tree import SkbuildTree as Tree
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache
+from support.python_files import foreign_python_files
 from test_skbuild_megabuild import PER_RUN, PYTHON_TARGETS, _compiled_targets
 
 pytestmark = pytest.mark.slow

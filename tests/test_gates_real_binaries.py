@@ -25,12 +25,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from feedstock.bump.platforms import BY_NAME
+from feedstock.conda_build_standin.cuda_toolchain import Toolchain
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from feedstock.split_check.platforms import BY_NAME
 from feedstock.test_commands import CommandResult, run_command
-from harness.cuda_toolchain import Toolchain
 from megabuild.binaries import cuda_arch
 from megabuild.buildenv.cuda import cuda_arch_list
 from megabuild.model import LIBTORCH, LINALG, PYTORCH

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from feedstock.channel import stand_in_records
-from harness.conda_build import (
+from feedstock.conda_build_standin.conda_build import (
     HarnessError,
     find_config,
     order_pythons,
@@ -24,8 +24,8 @@ from harness.conda_build import (
     variant_python,
     variant_value,
 )
-from harness.prefix import pick_python
-from harness.pythons import CPython
+from feedstock.conda_build_standin.prefix import pick_python
+from feedstock.conda_build_standin.pythons import CPython
 
 CUDA_CONFIG = "linux_64_cuda12.6"
 

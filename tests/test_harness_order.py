@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from harness.conda_build import HarnessError, order_linalg, order_pythons, plan
+from feedstock.conda_build_standin.conda_build import HarnessError, order_linalg, order_pythons, plan
 from megabuild.model import LIBTORCH, PYTORCH
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.packaging import install_package_files, package_from_prefix, write_info
+from feedstock.conda_build_standin.packaging import install_package_files, package_from_prefix, write_info
 
 RECORD = {"name": "libtorch", "version": "2.14.1", "build": "cpu_generic_h0_0", "build_number": 0,
           "depends": [], "subdir": "linux-64"}  # fmt: skip

@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin import conda_build
+from feedstock.conda_build_standin.conda_build import HarnessError, find_config, run_config
+from feedstock.conda_build_standin.pythons import find_cpythons
 from feedstock.paths import RECIPE
-from harness import conda_build
-from harness.conda_build import HarnessError, find_config, run_config
-from harness.pythons import find_cpythons
 from megabuild.model import TOP_LEVEL
 
 CONFIG = "linux_64_cpu_generic"

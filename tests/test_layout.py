@@ -40,3 +40,25 @@ def test_the_check_sees_an_import_of_test_code(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("from support.paths import FIXTURE\nimport tests.support\n")
     assert imported_roots(module) & TEST_ONLY == {"support", "tests"}
+
+
+# -- one import root: the installed project, never a path edited at run time ---------------------
+
+SYS_PATH_EDIT = ("sys.path.insert", "sys.path.append", "sys.path.extend", "site.addsitedir")
+
+
+def sys_path_edits(path: Path) -> list[str]:
+    """Where ``path`` edits the import path (a string in a docstring counts too: it would say how)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [f"{path.name}:{n}" for n, line in enumerate(lines, 1) if any(e in line for e in SYS_PATH_EDIT)]
+
+
+def test_no_product_module_edits_the_import_path() -> None:
+    edits = [edit for path in product_sources() for edit in sys_path_edits(path)]
+    assert not edits, f"product code edits sys.path (install the project instead: pip install -e .): {edits}"
+
+
+def test_the_import_path_check_sees_an_edit(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import sys\nsys.path.insert(0, 'scripts')\n")
+    assert sys_path_edits(module) == ["m.py:2"]

@@ -25,9 +25,9 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import check_patches
 import pytest
 from _split_util import DATA, REAL_SPEC, read_listing, write
+from feedstock import patch_check
 from megabuild.pipeline.wheel_settings import libtorch_excludes
 from megabuild.split.spec import DROPPED, compile_patterns, load_spec
 from test_metal_headers import split_prefix
@@ -65,9 +65,9 @@ def is_macho(path: str, executable: bool) -> bool:
 def wheel_macho() -> dict[str, dict[str, list[str]]]:
     """Load commands of every Mach-O file of the real wheel (first 256 KiB of each)."""
     try:
-        path = check_patches.download_wheel(check_patches.DEFAULT_PLATFORM)
+        path = patch_check.download_wheel(patch_check.DEFAULT_PLATFORM)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
     rows = read_listing(LISTING)
     out = {}
     with zipfile.ZipFile(path) as zf:

@@ -1,8 +1,9 @@
-"""scripts/build_all.py, scripts/cfep03_bundle.py and scripts/upstream_versions.py."""
+"""python -m feedstock build-all, python -m feedstock cfep03-bundle and python -m feedstock
+upstream-versions."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import re
 import subprocess
@@ -12,24 +13,19 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from feedstock.paths import SCRIPTS
 from support.fake_feedstock import SYNTHETIC_CONFIGS, FakeFeedstock
+from support.tools import tool_argv
 
 CPU = sorted(n for n in SYNTHETIC_CONFIGS if n.endswith("None"))
 
 
 def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"feedstock.commands.{name}")
 
 
-def run_script(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None):
+def run_script(command: str, *args: str, cwd: Path, env: dict[str, str] | None = None):
     return subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *args],
+        tool_argv(command, *args),
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -49,9 +45,10 @@ def fs(tmp_path: Path, repo_root: Path) -> FakeFeedstock:
 
 
 def build_all(fs: FakeFeedstock, *args: str, **env: str) -> subprocess.CompletedProcess:
-    script = fs.root / "scripts" / "build_all.py"
+    """``python -m feedstock build-all`` running the copy's build-locally.py (on the copy)."""
+    entry = ["--build-locally", str(fs.root / "build-locally.py")]
     return subprocess.run(
-        [sys.executable, str(script), *args, "--build-locally", str(fs.root / "build-locally.py")],
+        [sys.executable, "-m", "feedstock", "build-all", *args, *entry],
         cwd=fs.root,
         env=fs.env(**env),
         capture_output=True,
@@ -156,7 +153,9 @@ def test_build_all_aggregates_the_reports_next_to_the_logs(fs: FakeFeedstock) ->
     ],
 )
 def test_phase_parsing(line: str, phase: str | None) -> None:
-    assert load("build_all").phase_of(line) == phase
+    from feedstock.commands.build_all import phase_of
+
+    assert phase_of(line) == phase
 
 
 # -- cfep03_bundle.py ----------------------------------------------------------------------------
@@ -212,7 +211,7 @@ def bundle_tree(tmp_path: Path, repo_root: Path) -> tuple[FakeFeedstock, Path, l
 def test_cfep03_complete_tree_writes_manifest_and_prints_upload_commands(bundle_tree) -> None:
     fs, expected, outputs = bundle_tree
     proc = run_script(
-        "cfep03_bundle.py",
+        "cfep03-bundle",
         "--feedstock",
         str(fs.root),
         "--expected",
@@ -249,9 +248,7 @@ def test_cfep03_reports_the_missing_package_and_fails(bundle_tree) -> None:
     (
         fs.root / "build_artifacts" / "linux-64" / "pytorch-2.12.0-cpu_mkl_py312_h0000000_100.conda"
     ).write_bytes(b"")
-    proc = run_script(
-        "cfep03_bundle.py", "--feedstock", str(fs.root), "--expected", str(expected), cwd=fs.root
-    )
+    proc = run_script("cfep03-bundle", "--feedstock", str(fs.root), "--expected", str(expected), cwd=fs.root)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "missing:    1" in proc.stdout
     assert "MISSING linux-64/libtorch-cuda-linalg-2.13.0-cuda126_mkl_nomagma_h<hash>_300.conda" in proc.stdout
@@ -267,9 +264,7 @@ def test_cfep03_checks_build_numbers_from_repodata(bundle_tree) -> None:
     (subdir / "repodata.json").write_text(
         json.dumps({"packages.conda": {magma.name: {"build_number": 300}}})  # should be 350
     )
-    proc = run_script(
-        "cfep03_bundle.py", "--feedstock", str(fs.root), "--expected", str(expected), cwd=fs.root
-    )
+    proc = run_script("cfep03-bundle", "--feedstock", str(fs.root), "--expected", str(expected), cwd=fs.root)
     assert proc.returncode == 1
     assert f"BUILD NUMBER linux-64/{magma.name}: 300, expected 350" in proc.stdout
 
@@ -387,7 +382,7 @@ def pytorch_checkout(tmp_path: Path) -> Path:
 def test_upstream_versions_from_a_git_checkout(pytorch_checkout: Path, tmp_path: Path) -> None:
     feedstock = fake_feedstock(tmp_path)
     proc = run_script(
-        "upstream_versions.py", str(pytorch_checkout), "--feedstock", str(feedstock), "--json", cwd=tmp_path
+        "upstream-versions", str(pytorch_checkout), "--feedstock", str(feedstock), "--json", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     rows = {(r["package"], r["source"]): r for r in json.loads(proc.stdout)}
@@ -413,7 +408,7 @@ def test_upstream_versions_from_a_git_checkout(pytorch_checkout: Path, tmp_path:
 
 def test_upstream_versions_markdown_table(pytorch_checkout: Path, tmp_path: Path) -> None:
     proc = run_script(
-        "upstream_versions.py",
+        "upstream-versions",
         str(pytorch_checkout),
         "--feedstock",
         str(fake_feedstock(tmp_path)),
@@ -443,7 +438,7 @@ def test_upstream_versions_from_a_tarball_tree(tmp_path: Path) -> None:
     )
     (src / "third_party" / "fmt").mkdir()
     proc = run_script(
-        "upstream_versions.py", str(src), "--feedstock", str(fake_feedstock(tmp_path)), "--json", cwd=tmp_path
+        "upstream-versions", str(src), "--feedstock", str(fake_feedstock(tmp_path)), "--json", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     rows = {r["package"]: r for r in json.loads(proc.stdout)}
@@ -452,13 +447,14 @@ def test_upstream_versions_from_a_tarball_tree(tmp_path: Path) -> None:
 
 
 def test_upstream_versions_rejects_a_non_source_dir(tmp_path: Path, repo_root: Path) -> None:
-    proc = run_script("upstream_versions.py", str(tmp_path), "--feedstock", str(repo_root), cwd=tmp_path)
+    proc = run_script("upstream-versions", str(tmp_path), "--feedstock", str(repo_root), cwd=tmp_path)
     assert proc.returncode == 2
     assert "not a PyTorch source tree?" in proc.stderr
 
 
 def test_upstream_versions_rejects_a_non_feedstock(tmp_path: Path) -> None:
     # Without recipe/meta.yaml the "ours" columns would silently stay empty.
-    proc = run_script("upstream_versions.py", str(tmp_path), "--feedstock", str(tmp_path), cwd=tmp_path)
+    proc = run_script("upstream-versions", str(tmp_path), "--feedstock", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("upstream_versions.py: error: ") and "no recipe/meta.yaml" in proc.stderr
+    assert proc.stderr.startswith("feedstock upstream-versions: error: ")
+    assert "no recipe/meta.yaml" in proc.stderr

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness.conda_build import CONDA_FORGE_SKBUILD
-from harness.pythons import CPython
-from harness.skbuild_tree import SkbuildTree
+from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
+from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.skbuild_tree import SkbuildTree
 from megabuild.pipeline import frontend
 
 pytestmark = pytest.mark.slow

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import check_patches
 import pytest
 from _split_util import DATA, REAL_SPEC, lay_out_placeholders, read_listing, run_cli, write
+from feedstock import patch_check
 from feedstock.paths import RECIPE
 
 LISTING = DATA / "torch-2.14.1-cp312-macosx_arm64-files.tsv"
@@ -59,10 +59,10 @@ class Wheel:
 @pytest.fixture(scope="module")
 def wheel() -> Wheel:
     try:
-        path = check_patches.download_wheel(check_patches.DEFAULT_PLATFORM)
+        path = patch_check.download_wheel(patch_check.DEFAULT_PLATFORM)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
-    assert path.name.startswith(f"torch-{check_patches.TORCH_VERSION}-"), path
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} macOS wheel not reachable on PyPI: {exc}")
+    assert path.name.startswith(f"torch-{patch_check.TORCH_VERSION}-"), path
     with zipfile.ZipFile(path) as zf:
         names = [n for n in zf.namelist() if n in SHADER_FILES or (n.startswith(METAL) and n.endswith(".h"))]
         return Wheel({n: zf.read(n) for n in names})

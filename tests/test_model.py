@@ -16,7 +16,7 @@ from megabuild.errors import MegabuildError
 
 META = RECIPE / "meta.yaml"
 # Source trees that must not spell an output or a variant name (only megabuild.model does).
-CODE_DIRS = (RECIPE / "megabuild", REPO / "scripts" / "feedstock", REPO / "scripts" / "harness")
+CODE_DIRS = (RECIPE / "megabuild", REPO / "scripts" / "feedstock")
 NAMES = {model.TOP_LEVEL, model.LIBTORCH, model.LINALG, model.PYTORCH, *model.METAPACKAGES}
 NAMES |= {v.value for v in model.LinalgVariant}
 

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.packaging import Package, write_info
 from feedstock.package_compare import KNOWN, Known, PackageView, compare, view_from_dir
-from harness.packaging import Package, write_info
 
 PLACEHOLDER = "/opt/some-host-prefix_placehold"
 

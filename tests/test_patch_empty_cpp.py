@@ -12,10 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import ninja
-from harness.conda_build import CONDA_FORGE_SKBUILD
-from harness.pythons import CPython
-from harness.skbuild_tree import SkbuildTree
+from feedstock.conda_build_standin import ninja
+from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
+from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.skbuild_tree import SkbuildTree
 
 pytestmark = pytest.mark.slow
 

@@ -262,7 +262,7 @@ def test_the_rehearsal_applies_the_patches_its_config_selects() -> None:
     """The rehearsal (linux-64, CUDA 13.0) packs the source conda-build would build for its
     config: the Windows patches (0014: win and CUDA; 0015: win) are in the recipe's directory but
     not applied, the others are, in the recipe's order."""
-    import rehearse
+    from feedstock.commands import rehearse
 
     (config,) = sorted(
         (ROOT / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_version13.0*.yaml")

@@ -14,8 +14,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import check_patches
 import pytest
+from feedstock import patch_check
 from feedstock.paths import REPO as ROOT
 
 CUDSS_WHEEL = "nvidia-cudss-cu12==0.8.0.10"
@@ -55,14 +55,12 @@ template void solve<double>(const FakeTensor&, const FakeTensor&, const FakeTens
 
 @pytest.fixture(scope="module")
 def cudss_include() -> Path:
-    cache = check_patches.cache_dir().parent / "cudss-0.8"
+    cache = patch_check.cache_dir().parent / "cudss-0.8"
     include = cache / "include"
     if not (include / "cudss.h").exists():
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                check_patches.pip_download(
-                    CUDSS_WHEEL, "manylinux_2_17_x86_64", "3.12", Path(tmp), timeout=900
-                )
+                patch_check.pip_download(CUDSS_WHEEL, "manylinux_2_17_x86_64", "3.12", Path(tmp), timeout=900)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
                 pytest.skip(f"{CUDSS_WHEEL} not reachable on PyPI: {exc}")
             wheel = next(Path(tmp).glob("*.whl"))
@@ -80,7 +78,7 @@ def cudss_include() -> Path:
 
 def hunk_sides() -> tuple[str, str]:
     """(old, new) body of the patch's hunk: leading context plus the removed/added lines."""
-    (diff,) = check_patches.split_patch(PATCH.read_text(encoding="utf-8"))
+    (diff,) = patch_check.split_patch(PATCH.read_text(encoding="utf-8"))
     (hunk,) = diff.hunks()
     lead = []
     for line in hunk:

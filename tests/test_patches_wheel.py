@@ -1,7 +1,7 @@
 """recipe/patches against the real files of the upstream torch wheels of the recipe's version.
 
 The macOS arm64 and the Windows x86_64 wheel (the smallest; the Windows one with
-CRLF endings) come from PyPI through ``scripts/check_patches.py``'s cache
+CRLF endings) come from PyPI through ``python -m feedstock check-patches``'s cache
 (``~/.cache/pytorch-feedstock/wheels/<platform>``, or
 ``$PYTORCH_FEEDSTOCK_WHEEL_CACHE``) and are checked each on its own;
 ``$PYTORCH_FEEDSTOCK_TORCH_WHEEL`` points at a local macOS wheel instead. The
@@ -18,8 +18,9 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import check_patches
 import pytest
+from feedstock import patch_check
+from feedstock.commands import check_patches
 from feedstock.paths import REPO as ROOT
 from test_patches import recipe_version
 
@@ -29,18 +30,18 @@ README = PATCH_DIR / "README.md"
 
 def _wheel(platform: str) -> Path:
     local = os.environ.get("PYTORCH_FEEDSTOCK_TORCH_WHEEL")
-    if local and platform == check_patches.DEFAULT_PLATFORM:
+    if local and platform == patch_check.DEFAULT_PLATFORM:
         return Path(local)
     try:
-        return check_patches.download_wheel(platform)
+        return patch_check.download_wheel(platform)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} wheel for {platform} not reachable on PyPI: {exc}")
 
 
 pytestmark = pytest.mark.slow  # fetches and unpacks the real torch wheels
 
 # Checked each on its own: every hunk must apply to each wheel that holds its file.
-PLATFORMS = (check_patches.DEFAULT_PLATFORM, "win_amd64")
+PLATFORMS = (patch_check.DEFAULT_PLATFORM, "win_amd64")
 
 
 @pytest.fixture(scope="module", params=PLATFORMS)
@@ -51,8 +52,8 @@ def wheels(request: pytest.FixtureRequest) -> list[Path]:
     with zipfile.ZipFile(found[0]) as zf:
         names = set(zf.namelist())
     for patch in sorted(PATCH_DIR.glob("*.patch")):
-        for diff in check_patches.split_patch(patch.read_text(encoding="utf-8")):
-            members = [m for m, _ in check_patches.candidates(diff.path)]
+        for diff in patch_check.split_patch(patch.read_text(encoding="utf-8")):
+            members = [m for m, _ in patch_check.candidates(diff.path)]
             if (
                 members
                 and not any(m in names for m in members)
@@ -64,26 +65,26 @@ def wheels(request: pytest.FixtureRequest) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def results(wheels: list[Path]) -> list[check_patches.PatchResult]:
-    return check_patches.check(wheels)
+def results(wheels: list[Path]) -> list[patch_check.PatchResult]:
+    return patch_check.check(wheels)
 
 
 def test_wheels_are_the_recipe_version(wheels: list[Path]) -> None:
-    assert recipe_version() == check_patches.TORCH_VERSION, "check_patches.py and recipe/meta.yaml disagree"
+    assert recipe_version() == patch_check.TORCH_VERSION, "check_patches.py and recipe/meta.yaml disagree"
     for wheel in wheels:
-        assert wheel.name.startswith(f"torch-{check_patches.TORCH_VERSION}-"), wheel
+        assert wheel.name.startswith(f"torch-{patch_check.TORCH_VERSION}-"), wheel
 
 
 def test_every_reachable_hunk_applies_without_fuzz_or_offset(
-    results: list[check_patches.PatchResult],
+    results: list[patch_check.PatchResult],
 ) -> None:
     print("\n" + check_patches.report(results))
     failed = [f"{r.patch}: {f.path}: {f.message}" for r in results for f in r.files if not f.ok]
     assert not failed, "\n".join(failed)
-    fuzzy = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h["fuzz"]]
+    fuzzy = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h.fuzz]
     assert not fuzzy, fuzzy
     # rebased on this version: line numbers of the verifiable hunks are exact
-    moved = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h["offset"]]
+    moved = [(r.patch, f.path, h) for r in results for f in r.files for h in f.hunks if h.offset]
     assert not moved, moved
     assert any(r.reachable for r in results), "no patched file found in the wheel at all"
 
@@ -103,7 +104,7 @@ def readme_wheel_column() -> dict[str, str]:
     return rows
 
 
-def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patches.PatchResult]) -> None:
+def test_readme_says_which_patches_the_wheel_verifies(results: list[patch_check.PatchResult]) -> None:
     column = readme_wheel_column()
     expected = {"all": "yes", "partly": "partly", "none": "no"}
     assert sorted(column) == sorted(r.patch for r in results)
@@ -116,7 +117,7 @@ def test_readme_says_which_patches_the_wheel_verifies(results: list[check_patche
 
 
 def test_unverified_files_name_the_upstream_version_compared(
-    results: list[check_patches.PatchResult],
+    results: list[patch_check.PatchResult],
 ) -> None:
     for res in results:
         if res.coverage == "all":

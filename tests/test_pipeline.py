@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from feedstock.bump import split_run, tree_build
-from feedstock.bump.layout import Layout, listing_layout
-from feedstock.bump.recipe import read_recipe
 from feedstock.paths import RECIPE, REPO
+from feedstock.split_check import split_run, tree_build
+from feedstock.split_check.layout import Layout, listing_layout
+from feedstock.split_check.recipe import read_recipe
 from megabuild import cli
 from megabuild.errors import MegabuildError
 from megabuild.model import LIBTORCH, LINALG, PYTORCH, TOP_LEVEL, LinalgVariant

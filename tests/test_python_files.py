@@ -4,7 +4,7 @@ cp314t wheel's listing (tests/data)."""
 from __future__ import annotations
 
 from _split_util import DATA, read_listing
-from harness.python_files import foreign_python_files, python_of_abi
+from support.python_files import foreign_python_files, python_of_abi
 
 LISTING = "torch-2.14.1-cp314t-linux_x86_64-cu130-files.tsv"
 

@@ -1,20 +1,17 @@
-"""What ``scripts/cross_checks/real_build.py`` hands the real conda-build, checked without it: the
+"""What ``python -m feedstock real-build`` hands the real conda-build, checked without it: the
 two configs it builds resolve to the rerendered ``.ci_support`` files it means, and its copy of
 ``recipe/`` differs from the real one only by the changes it reports (``CHANGES``)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from feedstock.conda_build_standin.conda_build import find_config
+from feedstock.conda_build_standin.source import MIRRORED_PATCHES
+from feedstock.cross_checks import real_build
 from feedstock.paths import REPO
-from harness.conda_build import find_config
-from harness.source import MIRRORED_PATCHES
-
-sys.path.insert(0, str(REPO / "scripts" / "cross_checks"))
-import real_build
 
 
 @pytest.mark.parametrize(("name", "cuda"), [("cpu", "None"), ("cuda", "13.0")])

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
+from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.skbuild_tree import SkbuildTree as Tree
 from feedstock.paths import RECIPE
-from harness.conda_build import CONDA_FORGE_SKBUILD
-from harness.pythons import CPython
-from harness.skbuild_tree import SkbuildTree as Tree
 from megabuild.ninja_tool import edge_target
 from megabuild.pipeline import forwarded_env, options, rebuild_guard
 from megabuild.pipeline.description import PIPELINE, Action, Phase

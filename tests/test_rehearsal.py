@@ -1,4 +1,4 @@
-"""The rehearsal on real binaries (scripts/rehearse.py, docs/rehearsal.md) for torch 2.14.1.
+"""The rehearsal on real binaries (python -m feedstock rehearse, docs/rehearsal.md) for torch 2.14.1.
 
 It downloads about 3 GB once (the torch wheel and the wheels its METADATA pins for Linux) into the
 shared wheel cache; without them these tests skip with one line, except under
@@ -10,7 +10,7 @@ selects them). The checks of the parts below run in the main suite, in seconds.
 Each test can fail: the two planted runs break the split in a copy of the recipe (a spec rule that
 sends libtorch_cpu to pytorch; a link-back whose $PREFIX/lib/libtorch_python.so link dangles) and
 must make the rehearsal fail, caught twice: by the split procedure's own rendered file tests
-(feedstock.bump.split_run, a ``FAIL split:`` line) and by the rendered tests in the installed env.
+(feedstock.split_check.split_run, a ``FAIL split:`` line) and by the rendered tests in the installed env.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from feedstock import patch_check
-from feedstock.paths import RECIPE, SCRIPTS
+from feedstock.paths import RECIPE
 from feedstock.rehearsal import wheels
+from support.tools import tool_argv
 
 VERSION = "2.14.1"
 REQUIRE = os.environ.get("FEEDSTOCK_REQUIRE_REHEARSAL") == "1"
@@ -33,9 +33,7 @@ REQUIRE = os.environ.get("FEEDSTOCK_REQUIRE_REHEARSAL") == "1"
 
 def _need_downloads() -> None:
     if wheels.cached(VERSION, patch_check.cache_dir()) is None and not REQUIRE:
-        pytest.skip(
-            f"no cached torch {VERSION} wheels for the rehearsal (python scripts/rehearse.py downloads them)"
-        )
+        pytest.skip(f"no cached torch {VERSION} wheels (python -m feedstock rehearse downloads them)")
     for tool in ("cmake", "ninja", "g++", "patch"):
         if shutil.which(tool) is None:
             if REQUIRE:
@@ -47,7 +45,7 @@ def _rehearse(work: Path, *extra: str, recipe: Path | None = None) -> subprocess
     env = dict(os.environ)
     if recipe is not None:  # the planted copy's megabuild, not the checkout's
         env["PYTHONPATH"] = os.pathsep.join([str(recipe), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, str(SCRIPTS / "rehearse.py"), "--version", VERSION, "--work", str(work), *extra]
+    cmd = [*tool_argv("rehearse"), "--version", VERSION, "--work", str(work), *extra]
     if recipe is not None:
         cmd += ["--recipe", str(recipe)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=5400, check=False)
@@ -143,7 +141,7 @@ def test_a_dangling_link_back_fails_it(tmp_path: Path) -> None:
 def _torch_wheel() -> Path:
     wheel = wheels.torch_wheel_path(VERSION, patch_check.cache_dir())
     if not wheel.is_file():
-        pytest.skip(f"no cached {wheel.name} (python scripts/rehearse.py downloads it)")
+        pytest.skip(f"no cached {wheel.name} (python -m feedstock rehearse downloads it)")
     return wheel
 
 
@@ -213,7 +211,7 @@ def test_a_failing_pip_install_is_one_line(
 ) -> None:
     """pip failing after the solve (a full disk, a bad wheel) ends the rehearsal with one line, pip's
     last line in it: here pip refuses a wheel that is no zip, or the env has no python to run it."""
-    import rehearse
+    from feedstock.commands import rehearse
     from feedstock.errors import run_main
 
     def main(_argv: object) -> int:

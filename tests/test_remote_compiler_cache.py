@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 from feedstock.compiler_cache import read_config_file
-from feedstock.telemetry import load_build, summarize
-from harness import ninja
-from harness.cache_servers import (
+from feedstock.conda_build_standin import ninja
+from feedstock.conda_build_standin.cache_servers import (
     Key,
     RedisServer,
     S3Server,
@@ -27,7 +26,8 @@ from harness.cache_servers import (
     redis,
     seaweedfs,
 )
-from harness.conda_build import RunResult
+from feedstock.conda_build_standin.conda_build import RunResult
+from feedstock.telemetry import load_build, summarize
 from support.build_sh import build_fixture, expected_misses, in_compiler_cache, launcher_of
 from support.cache_servers import (
     PREFIX,

@@ -1,22 +1,21 @@
-"""scripts/render.py: aliases, --json, and the one-line error for unknown configs."""
+"""python -m feedstock render: aliases, --json, and the one-line error for unknown configs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from feedstock.paths import REPO as ROOT
+from support.tools import tool_argv
 
-SCRIPT = ROOT / "scripts" / "render.py"
 TOY = ROOT / "tests" / "projects" / "render_recipe"
 
 
 def run(*args: str, feedstock: Path = TOY) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args, "--feedstock", str(feedstock)],
+        tool_argv("render", *args, "--feedstock", str(feedstock)),
         capture_output=True,
         text=True,
         timeout=300,
@@ -61,7 +60,7 @@ def test_unknown_config_is_a_one_line_error_with_exit_2() -> None:
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "unknown config 'linux_64_cuda11.8'" in proc.stderr
-    assert proc.stderr.startswith("render.py: error: ")
+    assert proc.stderr.startswith("feedstock render: error: ")
     assert proc.stderr.endswith("aliases: linux_64, osx_64, linux_64_cuda12.6, linux_64_cpu\n")
 
 

@@ -12,7 +12,7 @@ to them unless a line names it, and a key counted as used multiplies builds and 
   uncommitted changes): the same outputs, build strings (hash included) and numbers,
   requirements, used variables and hash inputs, except for the keys in ``RETIRED_KEYS``.
 
-Cross-checks: they need conda-build (``scripts/cross_checks/run_cross_checks.py``).
+Cross-checks: they need conda-build (``python -m feedstock cross-check``).
 """
 
 from __future__ import annotations

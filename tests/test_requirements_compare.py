@@ -1,7 +1,7 @@
 """The requirements compared with conda-forge's pytorch-cpu feedstock (``feedstock.requirements_compare``).
 
 The cross-check (:func:`test_conda_forge_differs_only_as_recorded`, run by
-``scripts/cross_checks/run_cross_checks.py``) renders both recipes with conda-build and fails on any
+``python -m feedstock cross-check``) renders both recipes with conda-build and fails on any
 difference ``tests/data/requirements-vs-conda-forge.json`` does not explain. The other tests need
 no conda-build: the committed data is complete and agrees with docs/packages.md and the configs,
 and the comparison finds planted differences in synthetic rendered metadata.
@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from cross_checks.run_cross_checks import SOURCES
 from feedstock import doc_tables, parity
 from feedstock import requirements_compare as rc
 from feedstock.configs import list_configs
+from feedstock.cross_checks.run_cross_checks import SOURCES
 from feedstock.paths import REPO
 from support.cross_checks import import_tool, unavailable
 
@@ -40,8 +40,8 @@ def test_conda_forge_differs_only_as_recorded() -> None:
     problems = rc.check(found, recorded.comparison)
     assert not problems, (
         f"{len(problems)} differences from conda-forge's requirements that {rc.DATA.name} does not "
-        "explain (python scripts/cross_checks/requirements_compare.py --write, then give each a "
-        "reason and run python scripts/update_doc_tables.py):\n" + "\n".join(problems)
+        "explain (python -m feedstock requirements-compare --write, then give each a "
+        "reason and run python -m feedstock update-doc-tables):\n" + "\n".join(problems)
     )
 
 

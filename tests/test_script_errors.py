@@ -14,25 +14,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from feedstock.paths import REPO, SCRIPTS
+from feedstock.paths import REPO
+from support.tools import tool_argv
 
 # Longer than any one-line error plus argparse's usage lines, far shorter than a traceback or the
 # ~3,000-character list of every config the unknown-config error used to print.
 MAX_STDERR = 600
 
-# build-locally.py and build_all.py get the error convention on branch issue11, and the body of
-# demo_megabuild.py is edited on another branch; their failing cases are here so the merge shows
-# them passing (strict: an unexpected pass fails, so the marks cannot outlive the fix).
-
 
 @dataclass(frozen=True)
 class Case:
-    script: Path
+    command: str  # python -m feedstock <command>, or BUILD_LOCALLY
     args: tuple[str, ...]
 
     @property
     def prog(self) -> str:
-        return self.script.name
+        return "build-locally" if self.command == BUILD_LOCALLY else f"feedstock {self.command}".strip()
+
+    def argv(self, args: list[str]) -> list[str]:
+        if self.command == BUILD_LOCALLY:
+            return [sys.executable, str(REPO / BUILD_LOCALLY), *args]
+        return tool_argv(*self.command.split(), *args)
 
 
 def _bad_files(root: Path) -> dict[str, Path]:
@@ -63,83 +65,79 @@ def _feedstock_with_bad_config(root: Path) -> Path:
     return root
 
 
-S = SCRIPTS
-BENCH = SCRIPTS / "bench"
-CROSS = SCRIPTS / "cross_checks"
+BUILD_LOCALLY = "build-locally.py"  # conda-smithy's entry at the feedstock root, not a subcommand
 BAD = "@bad@"  # replaced by the malformed-input directory at run time
 MISSING = "/nonexistent/feedstock-test-input"
 
 CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     # solver_check.py
-    "solver_check-unknown-config": Case(S / "solver_check.py", ("--config", "nosuch")),
-    "solver_check-missing-records": Case(S / "solver_check.py", ("--records", MISSING)),
-    "solver_check-malformed-records": Case(S / "solver_check.py", ("--records", f"{BAD}/outputs.json")),
-    "solver_check-records-not-a-list": Case(S / "solver_check.py", ("--records", f"{BAD}/object.json")),
-    "solver_check-records-of-junk": Case(S / "solver_check.py", ("--records", f"{BAD}/junk.json")),
-    "solver_check-missing-feedstock": Case(S / "solver_check.py", ("--feedstock", MISSING)),
-    "solver_check-bad-config-file": Case(S / "solver_check.py", ("--feedstock", "@badfs@")),
+    "solver_check-unknown-config": Case("solver-check", ("--config", "nosuch")),
+    "solver_check-missing-records": Case("solver-check", ("--records", MISSING)),
+    "solver_check-malformed-records": Case("solver-check", ("--records", f"{BAD}/outputs.json")),
+    "solver_check-records-not-a-list": Case("solver-check", ("--records", f"{BAD}/object.json")),
+    "solver_check-records-of-junk": Case("solver-check", ("--records", f"{BAD}/junk.json")),
+    "solver_check-missing-feedstock": Case("solver-check", ("--feedstock", MISSING)),
+    "solver_check-bad-config-file": Case("solver-check", ("--feedstock", "@badfs@")),
     # render.py
-    "render-unknown-config": Case(S / "render.py", ("nosuch",)),
-    "render-unknown-alias": Case(S / "render.py", ("linux_64_cuda99.9",)),
-    "render-missing-feedstock": Case(S / "render.py", ("linux_64", "--feedstock", MISSING)),
-    "render-bad-config-file": Case(S / "render.py", ("linux_64", "--feedstock", "@badfs@")),
+    "render-unknown-config": Case("render", ("nosuch",)),
+    "render-unknown-alias": Case("render", ("linux_64_cuda99.9",)),
+    "render-missing-feedstock": Case("render", ("linux_64", "--feedstock", MISSING)),
+    "render-bad-config-file": Case("render", ("linux_64", "--feedstock", "@badfs@")),
     # cfep03_bundle.py
-    "cfep03-unknown-config": Case(S / "cfep03_bundle.py", ("nosuch",)),
-    "cfep03-missing-expected": Case(S / "cfep03_bundle.py", ("--expected", MISSING)),
-    "cfep03-malformed-expected": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/outputs.json")),
-    "cfep03-expected-not-a-list": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/object.json")),
-    "cfep03-expected-of-junk": Case(S / "cfep03_bundle.py", ("--expected", f"{BAD}/junk.json")),
-    "cfep03-bad-config-file": Case(S / "cfep03_bundle.py", ("--feedstock", "@badfs@")),
+    "cfep03-unknown-config": Case("cfep03-bundle", ("nosuch",)),
+    "cfep03-missing-expected": Case("cfep03-bundle", ("--expected", MISSING)),
+    "cfep03-malformed-expected": Case("cfep03-bundle", ("--expected", f"{BAD}/outputs.json")),
+    "cfep03-expected-not-a-list": Case("cfep03-bundle", ("--expected", f"{BAD}/object.json")),
+    "cfep03-expected-of-junk": Case("cfep03-bundle", ("--expected", f"{BAD}/junk.json")),
+    "cfep03-bad-config-file": Case("cfep03-bundle", ("--feedstock", "@badfs@")),
     # check_patches.py
-    "check_patches-missing-wheel": Case(S / "check_patches.py", ("--wheel", MISSING + ".whl")),
+    "check_patches-missing-wheel": Case("check-patches", ("--wheel", MISSING + ".whl")),
     "check_patches-not-a-zip": Case(
-        S / "check_patches.py", ("--wheel", f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+        "check-patches", ("--wheel", f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl")
     ),
     # list_wheel_files.py
-    "list_wheel_files-missing-wheel": Case(S / "list_wheel_files.py", (MISSING + ".whl",)),
+    "list_wheel_files-missing-wheel": Case("list-wheel-files", (MISSING + ".whl",)),
     "list_wheel_files-not-a-zip": Case(
-        S / "list_wheel_files.py", (f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl",)
+        "list-wheel-files", (f"{BAD}/torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl",)
     ),
     "list_wheel_files-unwritable-output": Case(
-        S / "list_wheel_files.py", ("@wheel@", "-o", f"{MISSING}/listing.txt")
+        "list-wheel-files", ("@wheel@", "-o", f"{MISSING}/listing.txt")
     ),
     # upstream_versions.py
-    "upstream_versions-missing-source": Case(S / "upstream_versions.py", (MISSING,)),
-    "upstream_versions-empty-source": Case(S / "upstream_versions.py", (f"{BAD}/empty",)),
+    "upstream_versions-missing-source": Case("upstream-versions", (MISSING,)),
+    "upstream_versions-empty-source": Case("upstream-versions", (f"{BAD}/empty",)),
     "upstream_versions-missing-feedstock": Case(
-        S / "upstream_versions.py", (f"{BAD}/empty", "--feedstock", MISSING)
+        "upstream-versions", (f"{BAD}/empty", "--feedstock", MISSING)
     ),
     # bump_version.py
-    "bump_version-malformed-version": Case(S / "bump_version.py", ("2.15", "--offline")),
-    "bump_version-unknown-platform": Case(S / "bump_version.py", ("99.0.0", "--platforms", "nosuch")),
-    "bump_version-nothing-cached": Case(
-        S / "bump_version.py", ("99.0.0", "--offline", "--cache", f"{BAD}/empty")
-    ),
-    "bump_version-missing-feedstock": Case(
-        S / "bump_version.py", ("99.0.0", "--offline", "--feedstock", MISSING)
-    ),
+    "bump_version-malformed-version": Case("bump", ("2.15", "--offline")),
+    "bump_version-unknown-platform": Case("bump", ("99.0.0", "--platforms", "nosuch")),
+    "bump_version-nothing-cached": Case("bump", ("99.0.0", "--offline", "--cache", f"{BAD}/empty")),
+    "bump_version-missing-feedstock": Case("bump", ("99.0.0", "--offline", "--feedstock", MISSING)),
     # bench_cache.py
-    "bench_cache-missing-cache": Case(BENCH / "bench_cache.py", (MISSING,)),
-    "bench_cache-malformed-cache": Case(BENCH / "bench_cache.py", (f"{BAD}/CMakeCache.txt",)),
-    "bench_cache-bad-repeat": Case(BENCH / "bench_cache.py", ("--repeat", "many")),
-    "bench_cache-zero-repeat": Case(BENCH / "bench_cache.py", ("--repeat", "0")),
+    "bench_cache-missing-cache": Case("bench-cache", (MISSING,)),
+    "bench_cache-malformed-cache": Case("bench-cache", (f"{BAD}/CMakeCache.txt",)),
+    "bench_cache-bad-repeat": Case("bench-cache", ("--repeat", "many")),
+    "bench_cache-zero-repeat": Case("bench-cache", ("--repeat", "0")),
     # bench_extra_python.py
-    "bench_extra_python-unknown-python": Case(BENCH / "bench_extra_python.py", ("--pythons", "2.7,2.8")),
+    "bench_extra_python-unknown-python": Case("bench-extra-python", ("--pythons", "2.7,2.8")),
     # demo_megabuild.py
-    "demo_megabuild-unknown-python": Case(BENCH / "demo_megabuild.py", ("--pythons", "2.7")),
-    "demo_megabuild-unknown-config": Case(BENCH / "demo_megabuild.py", ("--config", "nosuch")),
+    "demo_megabuild-unknown-python": Case("demo-megabuild", ("--pythons", "2.7")),
+    "demo_megabuild-unknown-config": Case("demo-megabuild", ("--config", "nosuch")),
     # run_cross_checks.py and the lint step it runs in its environment
-    "run_cross_checks-missing-sources": Case(CROSS / "run_cross_checks.py", ("--sources", MISSING)),
-    "run_cross_checks-empty-sources": Case(CROSS / "run_cross_checks.py", ("--sources", f"{BAD}/empty")),
-    "run_cross_checks-unknown-source": Case(CROSS / "run_cross_checks.py", ("--ref", "nosuch=1.0")),
-    "run_cross_checks-ref-not-a-version": Case(CROSS / "run_cross_checks.py", ("--ref", "conda=main")),
-    "run_cross_checks-missing-python": Case(CROSS / "run_cross_checks.py", ("--python", MISSING)),
-    "smithy_lint-missing-pinning": Case(CROSS / "smithy_lint.py", ("--pinning", MISSING)),
-    # build-locally.py and build_all.py (converted on branch issue11)
-    "build-locally-unknown-config": Case(REPO / "build-locally.py", ("nosuch",)),
-    "build-locally-bad-flag": Case(REPO / "build-locally.py", ("--no-such-flag",)),
-    "build_all-unknown-config": Case(S / "build_all.py", ("nosuch",)),
-    "build_all-missing-build-locally": Case(S / "build_all.py", ("linux_64", "--build-locally", MISSING)),
+    "run_cross_checks-missing-sources": Case("cross-check", ("--sources", MISSING)),
+    "run_cross_checks-empty-sources": Case("cross-check", ("--sources", f"{BAD}/empty")),
+    "run_cross_checks-unknown-source": Case("cross-check", ("--ref", "nosuch=1.0")),
+    "run_cross_checks-ref-not-a-version": Case("cross-check", ("--ref", "conda=main")),
+    "run_cross_checks-missing-python": Case("cross-check", ("--python", MISSING)),
+    "smithy_lint-missing-pinning": Case("smithy-lint", ("--pinning", MISSING)),
+    # the command itself
+    "feedstock-unknown-command": Case("", ("nosuch",)),
+    # build-locally.py and build-all
+    "build-locally-unknown-config": Case(BUILD_LOCALLY, ("nosuch",)),
+    "build-locally-bad-flag": Case(BUILD_LOCALLY, ("--no-such-flag",)),
+    "build_all-unknown-config": Case("build-all", ("nosuch",)),
+    "build_all-missing-build-locally": Case("build-all", ("linux_64", "--build-locally", MISSING)),
 }
 
 
@@ -175,7 +173,7 @@ def test_bad_input_gives_one_error_line(case: Case, tmp_path: Path) -> None:
     workdir = tmp_path / "cwd"
     workdir.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(case.script), *args],
+        case.argv(args),
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -185,7 +183,6 @@ def test_bad_input_gives_one_error_line(case: Case, tmp_path: Path) -> None:
     assert proc.returncode != 0, f"exit 0 for bad input; stdout: {proc.stdout[-500:]}"
     assert "Traceback" not in stderr, stderr
     last = stderr.splitlines()[-1] if stderr else ""
-    prog = re.escape(case.prog)
-    assert re.match(rf"({prog}|{re.escape(case.script.stem)}): error: \S", last), stderr
+    assert re.match(rf"{re.escape(case.prog)}: error: \S", last), stderr
     assert len(stderr) < MAX_STDERR, stderr
     assert not (workdir.exists() and any(workdir.iterdir())), "bad input left files behind"

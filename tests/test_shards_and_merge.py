@@ -1,4 +1,4 @@
-"""Several machines build one CFEP-03 upload: ``build_all.py --shard I/N`` and the merge in
+"""Several machines build one CFEP-03 upload: ``python -m feedstock build-all --shard I/N`` and the merge in
 ``cfep03_bundle.py --artifacts DIR --artifacts DIR``."""
 
 from __future__ import annotations
@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from feedstock.configs import Config, list_configs
 from feedstock.errors import UsageError
-from feedstock.paths import REPO, SCRIPTS
+from feedstock.paths import REPO
 from feedstock.shards import expected_hours, parse_shard, split
 from support.fake_feedstock import SYNTHETIC_CONFIGS, FakeFeedstock
+from support.tools import tool_argv
 
 SYNTHETIC = [Config(n, Path(f"{n}.yaml"), v) for n, v in sorted(SYNTHETIC_CONFIGS.items())]
 
@@ -56,8 +56,7 @@ def test_bad_shard_is_a_usage_error(text: str) -> None:
 
 
 def _build_all(fs: FakeFeedstock, *args: str) -> subprocess.CompletedProcess[str]:
-    script = fs.root / "scripts" / "build_all.py"
-    argv = [sys.executable, str(script), *args, "--build-locally", str(fs.root / "build-locally.py")]
+    argv = tool_argv("build-all", *args, "--build-locally", str(fs.root / "build-locally.py"))
     return subprocess.run(argv, cwd=fs.root, env=fs.env(), capture_output=True, text=True, timeout=600)
 
 
@@ -110,7 +109,7 @@ def _bundle(
 ) -> subprocess.CompletedProcess[str]:
     expected = tmp_path / "expected.json"
     expected.write_text(json.dumps(outputs))
-    argv = [sys.executable, str(SCRIPTS / "cfep03_bundle.py"), "--expected", str(expected)]
+    argv = [*tool_argv("cfep03-bundle"), "--expected", str(expected)]
     for d in dirs:
         argv += ["--artifacts", str(d)]
     return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -5,9 +5,9 @@ lint printed them on this recipe."""
 
 from __future__ import annotations
 
-from cross_checks.smithy_lint import PINNED_HINT, explained_hints, split_hints
-from feedstock.bump.recipe import read_recipe
+from feedstock.cross_checks.smithy_lint import PINNED_HINT, explained_hints, split_hints
 from feedstock.paths import REPO
+from feedstock.split_check.recipe import read_recipe
 
 TAIL = (
     "Requirement spec should not list version specifiers to respect conda-forge-pinning. If you "

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import solver_check
 from feedstock.channel import Channel
+from feedstock.commands import solver_check
 from feedstock.paths import REPO
 
 FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", REPO))

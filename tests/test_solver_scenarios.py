@@ -1,6 +1,6 @@
 """What `conda install pytorch` resolves to, over a channel rendered from every .ci_support config.
 
-The channel is rendered and written once per session (scripts/solver_check.py); each test solves
+The channel is rendered and written once per session (python -m feedstock solver-check); each test solves
 with py-rattler against it.  Set SOLVER_CHECK_FEEDSTOCK to check another checkout.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import solver_check
 from feedstock.channel import PYTHONS, Channel, Installed, SolveError
+from feedstock.commands import solver_check
 from feedstock.paths import REPO
 
 FEEDSTOCK = Path(os.environ.get("SOLVER_CHECK_FEEDSTOCK", REPO))

@@ -1,8 +1,8 @@
 """The split of the real torch layouts: every listing in tests/data, through the version-bump
-check's own split procedure (``feedstock.bump.split_run.split_in``).
+check's own split procedure (``feedstock.split_check.split_run.split_in``).
 
 A listing is found, not named here: its name (tests/data/README.md) says the platform, the Python
-build (``cp314`` and ``cp314t`` are two) and CUDA; ``feedstock.bump.layout.listing_layout`` picks
+build (``cp314`` and ``cp314t`` are two) and CUDA; ``feedstock.split_check.layout.listing_layout`` picks
 the recipe's config for it. The procedure runs the build's pipeline (``megabuild.pipeline``) on the
 listed files laid out as empty placeholders, script run by script run (top level, each linalg
 variant, libtorch, pytorch), runs the rendered ``test:`` file checks of each package in the prefix
@@ -20,18 +20,18 @@ from pathlib import Path
 
 import pytest
 from _split_util import DATA, REAL_SPEC
-from feedstock.bump.layout import Layout, Placeholders, UnpackedWheel, layout_for, listing_layout
-from feedstock.bump.listings import read_listing
-from feedstock.bump.platforms import BY_NAME
-from feedstock.bump.pythons import PythonBuild
-from feedstock.bump.recipe import Recipe, matching, pick, read_recipe
-from feedstock.bump.report import Level
-from feedstock.bump.split_run import is_file_test, split_in
-from feedstock.bump.tree_build import Places
 from feedstock.configs import list_configs, resolve_configs
 from feedstock.patch_check import cache_dir
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from feedstock.split_check.layout import Layout, Placeholders, UnpackedWheel, layout_for, listing_layout
+from feedstock.split_check.platforms import BY_NAME
+from feedstock.split_check.pythons import PythonBuild
+from feedstock.split_check.recipe import Recipe, matching, pick, read_recipe
+from feedstock.split_check.report import Level
+from feedstock.split_check.split_run import is_file_test, split_in
+from feedstock.split_check.tree_build import Places
+from feedstock.wheel_files import read_listing
 from feedstock.wincmd import conda_test_env as win_env
 from feedstock.wincmd import file_test as win_file_test
 from megabuild.model import LIBTORCH, PYTORCH

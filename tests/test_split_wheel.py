@@ -1,7 +1,7 @@
 """The real spec against the real layout of the torch 2.14.1 linux-64 CUDA 13.0 wheel (PyPI).
 
 The listing (``tests/data/torch-2.14.1-cp312-linux_x86_64-cu130-files.tsv``) was
-made by ``scripts/list_wheel_files.py`` from the wheel; the tree is laid out with
+made by ``python -m feedstock list-wheel-files`` from the wheel; the tree is laid out with
 sparse files of the real sizes where the top level's ``pip install .`` puts it
 (scikit-build-core installs the wheel tree into ``$SP_DIR``).
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import check_patches
 import pytest
 from _split_util import DATA, REAL_SPEC, TORCH_VERSION, WHEEL_LISTING, lay_out_wheel, read_listing, run_cli
-from list_wheel_files import list_wheel, sha256_of
+from feedstock import patch_check
+from feedstock.wheel_files import list_wheel, sha256_of
 from megabuild.split.spec import load_spec
 
 CUDA_LIBS = ["c10_cuda", "torch_cuda", "caffe2_nvrtc", "torch_nvshmem"]
@@ -136,17 +136,15 @@ WHEEL_PLATFORMS = {
 
 
 def _cached_wheel(platform: str, abi: str) -> Path:
-    """The wheel from scripts/check_patches.py's cache, fetched from PyPI if missing (cp314 and
+    """The wheel from python -m feedstock check-patches's cache, fetched from PyPI if missing (cp314 and
     cp314t wheels in their own dirs: check_patches takes any torch wheel of its platform dir)."""
-    dest = check_patches.cache_dir() / (platform if abi == "cp312" else f"{platform}-{abi}")
+    dest = patch_check.cache_dir() / (platform if abi == "cp312" else f"{platform}-{abi}")
     pattern = f"torch-{TORCH_VERSION}-*-{abi}-*.whl"
     if not sorted(dest.glob(pattern)):
         dest.mkdir(parents=True, exist_ok=True)
         python = f"{abi[2]}.{abi[3:].rstrip('t')}"
         try:
-            check_patches.pip_download(
-                f"torch=={TORCH_VERSION}", platform, python, dest, timeout=1800, abi=abi
-            )
+            patch_check.pip_download(f"torch=={TORCH_VERSION}", platform, python, dest, timeout=1800, abi=abi)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
             pytest.skip(f"torch {TORCH_VERSION} {abi} wheel for {platform} not reachable on PyPI: {exc}")
     return sorted(dest.glob(pattern))[0]

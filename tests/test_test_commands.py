@@ -1,15 +1,16 @@
 """The one runner of a rendered output's test commands (scripts/feedstock/test_commands.py), as
-the rehearsal (feedstock.rehearsal.checks) and the harness (harness.recipe_tests) call it."""
+the rehearsal (feedstock.rehearsal.checks) and the harness (feedstock.conda_build_standin.recipe_tests) call
+it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin import recipe_tests
 from feedstock.errors import FeedstockError
 from feedstock.rehearsal import checks
 from feedstock.test_commands import TIMED_OUT, fresh_test_dir, run_command
-from harness import recipe_tests
 
 PIPELINE_FAILS = "false | true"  # fails only under pipefail
 

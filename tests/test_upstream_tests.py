@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from feedstock.bump.recipe import read_recipe
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
+from feedstock.split_check.recipe import read_recipe
 from megabuild.errors import MegabuildError
 from megabuild.model import PYTORCH
 from megabuild.upstream_tests.selection import PackageTestEnv, load_selection, parse_selection, pytest_args

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import check_patches
 import pytest
 from _split_util import DATA, REAL_SPEC, read_listing, write
+from feedstock import patch_check
 from megabuild.split.spec import DROPPED, load_spec
 
 LISTING = DATA / "torch-2.14.1-cp312-win_amd64-files.tsv"
@@ -40,10 +40,10 @@ pytestmark = pytest.mark.slow  # may fetch the real win_amd64 wheel (124 MB) onc
 def init_source() -> str:
     """The real torch/__init__.py of the 2.14.1 win_amd64 wheel."""
     try:
-        wheel = check_patches.download_wheel("win_amd64")
+        wheel = patch_check.download_wheel("win_amd64")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, FileNotFoundError) as exc:
-        pytest.skip(f"torch {check_patches.TORCH_VERSION} win_amd64 wheel not reachable on PyPI: {exc}")
-    assert wheel.name.startswith(f"torch-{check_patches.TORCH_VERSION}-"), wheel
+        pytest.skip(f"torch {patch_check.TORCH_VERSION} win_amd64 wheel not reachable on PyPI: {exc}")
+    assert wheel.name.startswith(f"torch-{patch_check.TORCH_VERSION}-"), wheel
     with zipfile.ZipFile(wheel) as zf:
         return zf.read("torch/__init__.py").decode("utf-8")
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from megabuild.errors import MegabuildError
+from megabuild.errors import MegabuildError, run_main
 
 # Modules providing ``register(subparsers)``. A group that cannot be imported is an error that
 # names it (never a silently missing command).
@@ -62,14 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        return int(args.handler(args) or 0)
-    except MegabuildError as exc:
-        print(f"megabuild: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("megabuild: interrupted", file=sys.stderr)
-        return 130
+    return run_main("megabuild", run, argv)

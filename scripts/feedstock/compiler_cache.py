@@ -20,7 +20,7 @@ generated config holds no secret (bucket, endpoint, prefix, mode).
 The key prefix is versioned per feedstock (``pytorch-feedstock/v1`` by default): bump the
 version to start from an empty cache.
 
-Standard library only and Python 3.9 compatible (build-locally.py imports it); reading a
+Standard library only (build-locally reads it before anything else); reading a
 ``--compiler-cache-config`` file needs Python 3.11 (tomllib).
 """
 

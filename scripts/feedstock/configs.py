@@ -1,8 +1,5 @@
 """The variant config files in ``.ci_support/``: listing, parsing and short aliases.
 
-Standard library only and Python 3.9 compatible: the stdlib-only ``build-locally.py`` imports
-this module (after putting ``scripts/`` on ``sys.path``).
-
 conda-smithy writes these files in a tiny YAML subset, and that subset is all we accept::
 
     key:            # top-level key ...
@@ -24,13 +21,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import FeedstockError, capped
+from megabuild.model import ARM_VARIANTS as ARM_VARIANT_FACTS
+from megabuild.model import BLAS_IMPLS, GENERIC_BLAS
+
+from .errors import UsageError, capped
 
 PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64", "win_64")
 """Platforms an alias may start with (longest names first where one is a prefix of another)."""
-ARM_VARIANTS = ("sbsa", "tegra")
-"""``arm_variant_type`` values, the default first (megabuild.model.ARM_VARIANTS; this module stays
-importable without recipe/). An alias token selects linux-aarch64 configs by it: ``linux_aarch64_tegra``."""
+ARM_VARIANTS = tuple(v.name for v in ARM_VARIANT_FACTS)
+"""``arm_variant_type`` values, the default first. An alias token selects linux-aarch64 configs by
+it: ``linux_aarch64_tegra``."""
 
 _KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*):\s*$")
 _SUBKEY_RE = re.compile(r"^( +)([A-Za-z_][A-Za-z0-9_.\-]*):\s*(.*?)\s*$")
@@ -39,10 +39,8 @@ _ZIP_FIRST_RE = re.compile(r"^( *)- - (.*)$")
 _PLAIN_OK = re.compile(r"^[^\s'\"\[\]{}&*!|>%@`#,][^#]*?$")
 
 
-class ConfigError(FeedstockError):
+class ConfigError(UsageError):
     """A config file could not be parsed, or a config name/alias could not be resolved."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -196,7 +194,7 @@ def _cuda_values(config: Config) -> list[str]:
 
 
 def _blas_values(config: Config) -> list[str]:
-    return config.get("blas_impl") or ["generic"]
+    return config.get("blas_impl") or [GENERIC_BLAS]
 
 
 def _python_matches(value: str, wanted: str) -> bool:
@@ -216,7 +214,7 @@ def _token_matches(token: str, config: Config) -> bool:
         return "None" in _cuda_values(config)
     if token in ARM_VARIANTS:
         return token in (config.get("arm_variant_type") or [ARM_VARIANTS[0]])
-    if token in ("mkl", "generic"):
+    if token in BLAS_IMPLS:
         return token in _blas_values(config)
     py = re.fullmatch(r"py([0-9]+(?:\.[0-9]+)*)", token)
     if py:

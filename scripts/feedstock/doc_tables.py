@@ -2,7 +2,7 @@
 that code and data.
 
 A table lies between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``; :func:`refresh`
-renders every such block again (``python scripts/update_doc_tables.py`` writes the docs of
+renders every such block again (``python -m feedstock update-doc-tables`` writes the docs of
 :data:`DOCS`, and ``tests/test_docs.py`` keeps them equal). The pipeline table reads
 :data:`megabuild.pipeline.description.PIPELINE` through its public names (``Phase``, ``Step``,
 ``When``); the split-outputs table reads ``recipe/split_spec.json`` as the split does; the

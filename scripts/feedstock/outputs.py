@@ -1,4 +1,4 @@
-"""Reading the JSON list of rendered outputs (``scripts/render.py --json``) that other tools accept.
+"""Reading the JSON list of rendered outputs (``python -m feedstock render --json``) that other tools accept.
 
 Standard library only: cfep03_bundle.py reads such a file where jinja2 is not installed.
 """

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from megabuild import model
+from megabuild.compiler_cache import settings as cache_settings
 
 ENV_KEYS = (
     "PKG_NAME",
@@ -45,10 +46,10 @@ ENV_KEYS = (
     "with_magma",
     "target_platform",
     "CI",
-    "FEEDSTOCK_COMPILER_CACHE",
+    cache_settings.LOCAL_DIR,
     "FEEDSTOCK_BUILD_TELEMETRY",
-    "FEEDSTOCK_COMPILER_CACHE_CONF",
-    "FEEDSTOCK_AWS_CREDENTIALS",
+    cache_settings.CONF,
+    cache_settings.AWS_CREDENTIALS,
 )
 """The variables of a script's environment compared (script_env names included: unset is a value)."""
 _HASH = re.compile(r"_h[0-9a-f]{7}_")

@@ -114,7 +114,7 @@ def build_targets(configs: Iterable[Config]) -> list[BuildTarget]:
         no_arm: list[str | None] = [None] * len(cudas)
         arms: list[str | None] = list(c.get(model.ARM_VARIANT_KEY) or no_arm)
         for cuda, arm in zip(cudas, arms):
-            for blas in c.get("blas_impl") or ["generic"]:
+            for blas in c.get("blas_impl") or [model.GENERIC_BLAS]:
                 cuda_or_none = None if cuda == "None" else cuda
                 targets.append(BuildTarget(c.subdir, c.subdir, cuda_or_none, blas, arm_variant=arm))
     return targets
@@ -136,7 +136,7 @@ def _cudas(targets: Iterable[BuildTarget]) -> list[BuildTarget]:
 
 def _config_cell(targets: Sequence[BuildTarget]) -> str:
     kinds = (["CPU"] if any(t.cuda is None for t in targets) else []) + [_label(t) for t in _cudas(targets)]
-    blas = sorted({t.blas_impl for t in targets}, key=["mkl", "generic"].index)
+    blas = sorted({t.blas_impl for t in targets}, key=list(model.BLAS_IMPLS).index)
     return f"{', '.join(kinds)}; {', '.join(blas)}"
 
 

@@ -1,7 +1,7 @@
 """Dry-run the recipe's patches against the PyTorch files upstream wheels hold (the logic of
-``scripts/check_patches.py``; the version-bump check calls it too).
+``python -m feedstock check-patches``; the version-bump check calls it too).
 
-See ``scripts/check_patches.py`` for the forms a patched file takes in a wheel (copy, installed
+See ``python -m feedstock check-patches`` for the forms a patched file takes in a wheel (copy, installed
 header, configured template) and how the series is applied.
 """
 
@@ -15,7 +15,6 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .paths import RECIPE
 
@@ -73,6 +72,17 @@ class FileDiff:
         return out
 
 
+@dataclass(frozen=True)
+class Hunk:
+    """One ``Hunk #N ...`` line of patch's dry run."""
+
+    hunk: int
+    status: str  # succeeded | FAILED | ignored
+    line: int
+    offset: int  # lines away from where the patch says (0: exactly there)
+    fuzz: int
+
+
 @dataclass
 class FileResult:
     path: str
@@ -81,8 +91,18 @@ class FileResult:
     wheel: str | None = None
     crlf: bool = False  # the wheel's member has CRLF endings (Windows), compared as LF
     ok: bool = True
-    hunks: list[dict[str, Any]] = field(default_factory=list)
+    hunks: list[Hunk] = field(default_factory=list)
     message: str = ""
+
+    @property
+    def reached(self) -> bool:
+        """A wheel holds the file (or an earlier patch of the series changed it)."""
+        return self.member is not None
+
+    @property
+    def offsets(self) -> int:
+        """Hunks that apply, but at another line than the patch says."""
+        return sum(1 for h in self.hunks if h.offset)
 
 
 @dataclass
@@ -92,7 +112,7 @@ class PatchResult:
 
     @property
     def reachable(self) -> list[FileResult]:
-        return [f for f in self.files if f.member]
+        return [f for f in self.files if f.reached]
 
     @property
     def ok(self) -> bool:
@@ -232,23 +252,16 @@ def check(wheels: list[Path], patches: list[Path] | None = None) -> list[PatchRe
                 for line in out.splitlines():
                     m = PATCH_OUTPUT_RE.match(line)
                     if m:
-                        result.hunks.append(
-                            {
-                                "hunk": int(m.group(1)),
-                                "status": m.group(2),
-                                "line": int(m.group(3)),
-                                "offset": int(m.group(4) or 0),
-                                "fuzz": int(m.group(5) or 0),
-                            }
-                        )
+                        n, status, at, offset, fuzz = m.groups()
+                        result.hunks.append(Hunk(int(n), status, int(at), int(offset or 0), int(fuzz or 0)))
                 n_hunks = len(diff.hunks())
-                if rc != 0 or any(h["status"] != "succeeded" for h in result.hunks):
+                if rc != 0 or any(h.status != "succeeded" for h in result.hunks):
                     result.ok = False
                     result.message = out.strip()
                     continue
-                offsets = [h for h in result.hunks if h["offset"]]
+                offsets = [h for h in result.hunks if h.offset]
                 result.message = f"{n_hunks} hunk(s) apply" + (
-                    "; offsets: " + ", ".join(f"#{h['hunk']} {h['offset']:+d}" for h in offsets)
+                    "; offsets: " + ", ".join(f"#{h.hunk} {h.offset:+d}" for h in offsets)
                     if offsets
                     else " exactly"
                 )

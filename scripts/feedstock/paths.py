@@ -1,7 +1,5 @@
-"""Where things are in the feedstock: one definition for build-locally.py, the scripts and the tests.
-
-Standard library only and Python 3.9 compatible (build-locally.py imports it).
-"""
+"""Where things are in the checkout the tools are installed from: one definition for the tools and
+the tests. Commands that act on another feedstock (build-locally, build-all on a copy) take its root."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ output's.
 The result is committed as data (:data:`DATA`): every difference with where it occurs and why.
 :func:`check` finds what the data does not explain (a new difference, one without a reason, a
 recorded one that no longer occurs, a changed "where"); the cross-check
-(``tests/test_requirements_compare.py``, run by ``scripts/cross_checks/run_cross_checks.py``)
-fails on any. ``python scripts/cross_checks/requirements_compare.py --write`` renders again and
+(``tests/test_requirements_compare.py``, run by ``python -m feedstock cross-check``)
+fails on any. ``python -m feedstock requirements-compare --write`` renders again and
 rewrites the data, keeping the recorded reasons. docs/packages.md's table is :func:`table_rows`
 (``scripts/feedstock/doc_tables.py``).
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from megabuild.model import PYTORCH, SBSA
+from megabuild.model import GENERIC_BLAS, PYTORCH, SBSA
 
 from feedstock.configs import list_configs
 from feedstock.errors import FeedstockError
@@ -188,7 +188,7 @@ def pair_of(variant: Mapping[str, str]) -> Pair:
     cuda_kind = "cpu" if cuda == "None" else "cuda" + cuda.split(".")[0]
     arm = variant.get("arm_variant_type", "") if cuda != "None" and subdir == "linux-aarch64" else ""
     return Pair(
-        subdir, cuda_kind, "" if arm == DEFAULT_ARM_VARIANT else arm, variant.get("blas_impl", "generic")
+        subdir, cuda_kind, "" if arm == DEFAULT_ARM_VARIANT else arm, variant.get("blas_impl", GENERIC_BLAS)
     )
 
 
@@ -280,7 +280,7 @@ def normalize(config: str, raws: Sequence[RawOutput]) -> Rendered:
         version=raws[0].version,
         build=min(r.build_number for r in raws),
         cuda=first.get("cuda_compiler_version", "None"),
-        blas=first.get("blas_impl", "generic"),
+        blas=first.get("blas_impl", GENERIC_BLAS),
         arm=first.get("arm_variant_type", "")
         if pair.cuda != "cpu" and pair.subdir == "linux-aarch64"
         else "",
@@ -477,7 +477,7 @@ def load(path: Path = DATA) -> Recorded:
 ABOUT = (
     "This feedstock's requirements compared with conda-forge/pytorch-cpu-feedstock's at the commit named, "
     "both rendered by conda-build (finalize=False) with each feedstock's own .ci_support configs; written by "
-    "python scripts/cross_checks/requirements_compare.py --write (scripts/feedstock/requirements_compare.py "
+    "python -m feedstock requirements-compare --write (scripts/feedstock/requirements_compare.py "
     "says what is compared and how specs are normalized).",
     "The cross-check fails on a difference without a reason, on a recorded one no longer found and on a "
     "changed 'where'; docs/packages.md's table is generated from this file.",

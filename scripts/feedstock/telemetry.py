@@ -22,20 +22,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feedstock.errors import FeedstockError
-from feedstock.paths import RECIPE
-
 # megabuild (recipe/, standard library only) holds how an output names its target, for the
 # build's own rebuild check and this report alike
-if str(RECIPE) not in sys.path:
-    sys.path.append(str(RECIPE))
 from megabuild.ninja_tool import edge_kind, edge_target
+
+from feedstock.errors import FeedstockError
 
 PASSES_FILE = "passes.jsonl"
 # Where build.sh's telemetry lies under the dirs a user may point at.

@@ -2,7 +2,8 @@
 the section's ``files``, each command in bash there, in the test env's environment.
 
 The one runner of the rendered commands outside conda-build: the rehearsal's
-(``feedstock.rehearsal.checks``) and the harness's (``scripts/harness/recipe_tests.py``). Each
+(``feedstock.rehearsal.checks``) and the stand-in's
+(``feedstock.conda_build_standin.recipe_tests``). Each
 caller names its own bash options and the findings file ``megabuild check-binaries`` is given
 (what the binaries it checks take from outside a conda env, explained: upstream's wheels in the
 rehearsal, the harness's own stand-ins there).

@@ -3,7 +3,7 @@
 conda-build runs a win-64 output's ``test: commands:`` in cmd. The only ones that look at files
 are ``if [not] exist PATH exit 1``; with conda-build's Windows variables pointing into a prefix
 laid out here, each becomes a bash ``test`` argv. Used by the version-bump check
-(``feedstock.bump.split_run``) and ``tests/test_split_real_layouts.py``.
+(``feedstock.split_check.split_run``) and ``tests/test_split_real_layouts.py``.
 """
 
 from __future__ import annotations

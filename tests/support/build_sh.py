@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.conda_build import RunResult, run_config
+from feedstock.conda_build_standin.pythons import find_cpythons
 from feedstock.paths import RECIPE
-from harness.conda_build import RunResult, run_config
-from harness.pythons import find_cpythons
 
 DEBUG_MAP = "-fdebug-prefix-map"
 

@@ -20,8 +20,8 @@ from typing import NoReturn
 
 import pytest
 from feedstock.compiler_cache import CompilerCache, RedisStore, S3Store, sccache_config
-from harness import cache_servers
-from harness.cache_servers import RedisServer, S3Server
+from feedstock.conda_build_standin import cache_servers
+from feedstock.conda_build_standin.cache_servers import RedisServer, S3Server
 
 REQUIRE_ENV = "FEEDSTOCK_REQUIRE_CACHE_SERVERS"
 PREFIX = "pytorch-feedstock/v1"

@@ -1,7 +1,7 @@
 """Cross-checks against the real conda-build and conda-smithy.
 
 Locally those tools are usually absent and the cross-checks skip.
-``scripts/cross_checks/run_cross_checks.py``, which installs them, sets
+``python -m feedstock cross-check``, which installs them, sets
 ``FEEDSTOCK_REQUIRE_CROSS_CHECKS=1``: a cross-check that would skip fails instead, so that command
 cannot pass by skipping everything it exists to run.
 """

@@ -1,7 +1,8 @@
 """The real CUDA 13 toolchain for the tests, and the recipe's CUDA architecture list.
 
 ``.ci/provision-cuda-toolchain.sh`` downloads NVIDIA's CUDA 13.0 wheels into the wheel cache and
-unpacks them (``harness.cuda_toolchain``); ``.ci/run`` sets ``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``,
+unpacks them (``feedstock.conda_build_standin.cuda_toolchain``); ``.ci/run`` sets
+``FEEDSTOCK_REQUIRE_CUDA_TOOLCHAIN=1``,
 so in CI a real-nvcc test fails instead of skipping. Elsewhere it skips with one line.
 """
 
@@ -13,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin import cuda_toolchain
+from feedstock.conda_build_standin.cuda_toolchain import REQUIRE_ENV, Toolchain
 from feedstock.paths import RECIPE
-from harness import cuda_toolchain
-from harness.cuda_toolchain import REQUIRE_ENV, Toolchain
 
 from support.build_sh import source_build_sh
 

@@ -1,10 +1,12 @@
 """A throw-away copy of the feedstock plus a fake ``docker`` for build-locally / build_all tests.
 
-``FakeFeedstock.create(tmp_path, repo_root, configs=...)`` copies what ``build-locally.py``
-needs (itself, ``.scripts/``, ``scripts/``, ``recipe/``, ``conda-forge.yml``) and either the
-real ``.ci_support/*.yaml`` set (``configs=None``) or synthetic config files
+``FakeFeedstock.create(tmp_path, repo_root, configs=...)`` copies what a build of the feedstock
+reads (``build-locally.py``, ``.scripts/``, ``scripts/``, ``recipe/``, ``conda-forge.yml``) and
+either the real ``.ci_support/*.yaml`` set (``configs=None``) or synthetic config files
 (``configs={"name": {"key": ["v", ...]}}``), and writes a fake ``docker`` executable into
-``<tmp>/fakebin``.
+``<tmp>/fakebin``. The copy's ``build-locally.py`` runs the installed tools (``feedstock``) on
+the copy, its own directory; ``tools_pythonpath`` makes the copy's own tools importable instead,
+for an interpreter without the install.
 
 The fake docker appends one JSON line per call to ``docker.log``: ``{"argv": [...], "env":
 {...}}`` with the variables ``docker run -e`` would forward. ``docker info`` fails when
@@ -19,6 +21,7 @@ that ``docker run -e`` hands the build.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -146,6 +149,11 @@ class FakeFeedstock:
         docker.write_text(FAKE_DOCKER)
         docker.chmod(0o755)
         return cls(root, fakebin, tmp_path / "docker.log")
+
+    @property
+    def tools_pythonpath(self) -> str:
+        """A PYTHONPATH with the copy's tools (``feedstock``) and build helpers (``megabuild``)."""
+        return os.pathsep.join([str(self.root / "scripts"), str(self.root / "recipe")])
 
     @property
     def config_names(self) -> list[str]:

@@ -3,14 +3,14 @@
 * ``pip_wheel_cache`` (session): a directory for pip's wheel cache, kept in
   pytest's cache dir (``.pytest_cache``) so repeated runs do not download again.
   (Falls back to a session temp dir with ``-p no:cacheprovider``.)
-  Pass it as ``cache_dir`` to :func:`harness.pythons.make_conda_like_prefix`.
-* ``cpythons`` (session): :func:`harness.pythons.find_cpythons`.
+  Pass it as ``cache_dir`` to :func:`feedstock.conda_build_standin.pythons.make_conda_like_prefix`.
+* ``cpythons`` (session): :func:`feedstock.conda_build_standin.pythons.find_cpythons`.
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
 * ``freethreaded_python`` (session): the provisioned free-threaded CPython
   (:mod:`support.freethreaded`: skips without it, fails instead in CI).
 * ``harness_cache`` (session, autouse): ``$FEEDSTOCK_HARNESS_CACHE`` for the session, so that
   the harness's runs share pip's downloads and the host packages' installed trees
-  (:func:`harness.prefix.shared_cache`).
+  (:func:`feedstock.conda_build_standin.prefix.shared_cache`).
 * ``repo_root`` / ``shared_data`` (session): the checkout, and ``<repo>/../shared/data``
   (tests using the latter must skip when a file is absent).
 """
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.prefix import SHARED_CACHE_ENV
+from feedstock.conda_build_standin.pythons import CPython, find_cpythons
 from feedstock.paths import REPO as REPO_ROOT
-from harness.prefix import SHARED_CACHE_ENV
-from harness.pythons import CPython, find_cpythons
 
 from support.freethreaded import freethreaded_or_skip
 

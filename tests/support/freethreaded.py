@@ -12,7 +12,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from harness.pythons import FREETHREADED_ENV, CPython, find_freethreaded, freethreaded_cache_dir
+from feedstock.conda_build_standin.pythons import (
+    FREETHREADED_ENV,
+    CPython,
+    find_freethreaded,
+    freethreaded_cache_dir,
+)
 
 REQUIRE_ENV = "FEEDSTOCK_REQUIRE_FREETHREADED"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.conda_build import RunResult
+from feedstock.conda_build_standin.conda_build import RunResult
 from megabuild import model
 
 ASSERT_TAIL = b", please report a bug to PyTorch. "

@@ -1,7 +1,7 @@
 """The real upstream torch wheel's files, split as the feedstock packs them, checked by check-binaries.
 
 :func:`split_wheel` runs the build pipeline on the wheel's listing laid out as empty placeholders
-(``feedstock.bump.split_run``: top level, linalg, libtorch, pytorch with its wheel.exclude and
+(``feedstock.split_check.split_run``: top level, linalg, libtorch, pytorch with its wheel.exclude and
 link-back, the same typed split calls as the build), then :func:`check_split` reads every packaged
 file's real bytes from the wheel (never unpacked to disk) and checks them where the split put them.
 """
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from feedstock.bump.platforms import BY_NAME, Platform
-from feedstock.bump.recipe import read_recipe
-from feedstock.bump.run import layout_of, prepare
-from feedstock.bump.split_run import Run
-from feedstock.bump.tools import wheel_cache_dir
-from feedstock.bump.tree_build import Places, packed
-from feedstock.bump.wheels import Fetched, read_wheel
+from feedstock.patch_check import cache_dir
 from feedstock.paths import REPO
+from feedstock.split_check.platforms import BY_NAME, Platform
+from feedstock.split_check.recipe import read_recipe
+from feedstock.split_check.run import layout_of, prepare
+from feedstock.split_check.split_run import Run
+from feedstock.split_check.tree_build import Places, packed
+from feedstock.split_check.wheels import Fetched, read_wheel
 from megabuild.binaries.buffer import Buffer
 from megabuild.binaries.checks import Options, check_files
 from megabuild.binaries.findings import Finding
@@ -37,11 +37,11 @@ def cached_wheel(subdir: str) -> Path:
     """The cached upstream cp312 wheel of ``subdir`` (skips with one line without it; fails under
     ``FEEDSTOCK_REQUIRE_REAL_WHEELS=1``)."""
     tag = BY_NAME[subdir].pip_tag
-    found = sorted((wheel_cache_dir() / tag).glob(f"torch-{VERSION}-cp312-cp312-*.whl"))
+    found = sorted((cache_dir() / tag).glob(f"torch-{VERSION}-cp312-cp312-*.whl"))
     if found:
         return found[0]
     reason = (
-        f"no torch {VERSION} cp312 wheel for {subdir} in {wheel_cache_dir() / tag} (pip download --no-deps "
+        f"no torch {VERSION} cp312 wheel for {subdir} in {cache_dir() / tag} (pip download --no-deps "
         f"--only-binary=:all: --platform {tag} --python-version 3.12 torch=={VERSION} -d <that dir>)"
     )
     if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):

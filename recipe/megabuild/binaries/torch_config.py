@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from megabuild.binaries.findings import Finding
+from megabuild.model import MKL_BLAS
 
 WHERE = "torch.__config__.show()"
 # where an answer about MAGMA comes from, as the findings and the report line name it
@@ -111,9 +112,9 @@ def compare(
         return [Finding("torch-config", WHERE, "no 'Build settings:' line")]
     out: list[str] = []
     blas, mkl = settings.get("BLAS_INFO", ""), _on(settings.get("USE_MKL"))
-    if variant.blas == "mkl" and (blas != "mkl" or not mkl):
+    if variant.blas == MKL_BLAS and (blas != "mkl" or not mkl):  # BLAS_INFO: torch's own word
         out.append(f"blas_impl mkl, but BLAS_INFO={blas or '(none)'}, USE_MKL={settings.get('USE_MKL')}")
-    if variant.blas != "mkl" and (blas == "mkl" or mkl):
+    if variant.blas != MKL_BLAS and (blas == "mkl" or mkl):
         out.append(f"blas_impl {variant.blas}, but BLAS_INFO={blas}, USE_MKL={settings.get('USE_MKL')}")
     out += _cuda(text, settings, variant)
     out += _magma(variant, magma or magma_from_text(text), ci)

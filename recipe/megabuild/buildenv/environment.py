@@ -10,6 +10,7 @@ from __future__ import annotations
 from megabuild.buildenv import cuda
 from megabuild.buildenv.target import BuildTarget, Locations
 from megabuild.cmake_args import add_find_root
+from megabuild.model import GENERIC_BLAS, MKL_BLAS
 
 CI_RUNNERS = "github_actions"
 # One compile job per core gets OOM-killed on conda-forge's 16-vCPU / 64 GB runners (nvcc and the
@@ -49,7 +50,7 @@ FEATURES_BY_PLATFORM = {
 # conda-forge's generic BLAS is the netlib-named interface (libblas/libcblas/liblapack, switchable
 # at install time); there is no library named openblas, which BLAS=OpenBLAS (FindOpenBLAS.cmake,
 # REQUIRED) insists on. The Generic branch (patch 0005: blas + cblas) links the netlib names.
-BLAS = {"mkl": "MKL", "generic": "Generic"}
+BLAS = {MKL_BLAS: "MKL", GENERIC_BLAS: "Generic"}
 
 
 def max_jobs(target: BuildTarget) -> int:

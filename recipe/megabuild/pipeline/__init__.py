@@ -29,7 +29,11 @@ fixed ``build-dir``):
 ``frontend``
     one ``pip install .`` pass, with what it installed and packed measured.
 ``telemetry``
-    each pass's wall time, Ninja log and compiler-cache counters for scripts/build_report.py.
+    each pass's wall time, Ninja log and compiler-cache counters for python -m feedstock build-report.
+``prefix_clear``
+    the top level's pip install, taken out of the host prefix once staged (outputs see none of it).
+``cli``
+    ``megabuild build <output>``: each conda-build script is one call.
 ``steps``
     the handler of each step on the real build (typed calls into split, cache, build state, magma).
 """

@@ -2,7 +2,7 @@
 the platforms each runs on.
 
 ``megabuild build <output>`` (every conda-build script) runs :data:`PIPELINE` on the real build
-(:mod:`megabuild.pipeline.steps`); the version-bump check (``scripts/feedstock/bump/split_run.py``)
+(:mod:`megabuild.pipeline.steps`); the version-bump check (``scripts/feedstock/split_check/split_run.py``)
 runs the same object on a new upstream wheel's files laid out as empty placeholders. Both go through
 :meth:`Pipeline.run`, which refuses a handler table that lacks a step or has one the pipeline does
 not know: a step added here is a step both must run. Only the steps marked ``build_tree`` (they

@@ -1,4 +1,4 @@
-"""One record per build pass (top level, magma, each Python) for scripts/build_report.py.
+"""One record per build pass (top level, magma, each Python) for python -m feedstock build-report.
 
 ``passes.jsonl`` in the telemetry dir gets ``{"pass", "start", "end", "ninja_log", "cache",
 "unexpected_edges"}`` (the last: what :mod:`~megabuild.pipeline.rebuild_guard` found for a

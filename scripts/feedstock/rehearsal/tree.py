@@ -5,8 +5,8 @@ pytorch outputs without their ``wheel.exclude``) into a wheel and pip unpacks it
 is upstream's: :func:`derive_wheel` writes the wheel that build would have packed (the recipe's
 patches in, the excluded paths out, METADATA without upstream's release-time CUDA pins) and
 :func:`lay_out_wheel` has pip install it. :class:`DerivedWheel` is that step as the split
-procedure's tree source (``feedstock.bump.layout.TreeSource``): the rehearsal's one stand-in for
-the backend; everything after it is the recipe's own pipeline, run by ``feedstock.bump.split_run``.
+procedure's tree source (``feedstock.split_check.layout.TreeSource``): the rehearsal's one stand-in for
+the backend; everything after it is the recipe's own pipeline, run by ``feedstock.split_check.split_run``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bump.layout import copy_linalg
-from ..bump.tools import Row
 from ..errors import FeedstockError
+from ..split_check.layout import copy_linalg
+from ..wheel_files import Row, list_wheel
 
 # Requirements upstream's release adds to the CUDA wheels (PYTORCH_EXTRA_INSTALL_REQUIREMENTS in
 # .ci/manywheel): NVIDIA's runtime as pip packages. A conda build's METADATA has none of them
@@ -145,17 +145,9 @@ class DerivedWheel:
     replaced: Mapping[str, bytes]
 
     def listed(self) -> list[Row]:
-        rows = []
-        with zipfile.ZipFile(self.wheel) as archive:
-            for info in archive.infolist():
-                name = info.filename
-                top = name.split("/", 1)[0]
-                if info.is_dir() or "/" not in name or top.endswith((".dist-info", ".data")):
-                    continue
-                data = self.replaced.get(name)
-                size = len(data) if data is not None else info.file_size
-                rows.append(Row(name, size, bool((info.external_attr >> 16) & 0o111)))
-        return sorted(rows)  # by path string, as listings are
+        """The wheel's listing, with the sizes of the files the derived wheel replaces."""
+        sizes = {name: len(data) for name, data in self.replaced.items()}
+        return [row._replace(size=sizes.get(row.path, row.size)) for row in list_wheel(self.wheel)]
 
     def lay_out(
         self, rows: Sequence[Row], site_packages: Path, scratch: Path, *, compile_bytecode: bool = False
