@@ -10,7 +10,7 @@ provision_upstream_wheels() {
     local listing
     listing="$(python - <<'PY'
 from feedstock.split_check.recipe import read_recipe
-from feedstock.split_check.tools import wheel_cache_dir
+from feedstock.patch_check import cache_dir as wheel_cache_dir
 from feedstock.paths import REPO
 from megabuild.model import PLATFORMS
 

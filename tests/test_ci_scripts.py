@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from megabuild.model import PLATFORMS
 from support.cross_checks import REQUIRE_ENV, unavailable
 from support.tools import tool_argv
 
@@ -283,3 +284,19 @@ def test_missing_sources_are_named_in_one_line(repo_root: Path, tmp_path: Path) 
     assert len(lines) == 1, proc.stderr
     for name in ("conda/", "conda-build/", "conda-smithy/", "rattler-build-conda-compat/"):
         assert name in lines[0]
+
+
+def test_the_wheel_provisioning_reads_the_recipe(repo_root: Path) -> None:
+    """The program .ci/provision-upstream-wheels.sh runs to list the wheels it needs: it imports only
+    what exists and names every platform with a wheel of its own (a broken import there would only
+    warn, and the tests on real wheels would skip or fail without saying why)."""
+    script = (repo_root / ".ci" / "provision-upstream-wheels.sh").read_text()
+    program = re.search(r"<<'PY'\n(.*?)\nPY\n", script, re.S)
+    assert program is not None, "no python program in .ci/provision-upstream-wheels.sh"
+    proc = subprocess.run(
+        [sys.executable, "-c", program.group(1)], capture_output=True, text=True, timeout=120, cwd=repo_root
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    tags = {facts.pip_tag for facts in PLATFORMS if not facts.stood_in_by}
+    assert {row[1] for row in rows} == tags and all(len(row) == 4 for row in rows), proc.stdout
