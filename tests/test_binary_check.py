@@ -182,7 +182,7 @@ CONDA_FORGE_BUILD = f"/home/conda/feedstock_root/build_artifacts/{TOP_LEVEL}_176
 COMPILER = f"{CONDA_FORGE_BUILD}/_build_env/bin/x86_64-conda-linux-gnu-c++"
 HOST = f"{CONDA_FORGE_BUILD}/_h_env_placehold_placehold_placehold"
 # CMAKE_CXX_FLAGS of a conda-forge build: the activation's CXXFLAGS
-# (scripts/feedstock/conda_build_standin/activation.py)
+# (scripts/feedstock/conda_build_standin/compiler_activation.py)
 CXX_FLAGS = (
     "-fvisibility-inlines-hidden -fmessage-length=0 -march=nocona -mtune=haswell -ftree-vectorize -fPIC "
     "-fstack-protector-strong -fno-plt -O2 -ffunction-sections -pipe -fno-merge-constants "

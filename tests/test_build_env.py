@@ -108,7 +108,7 @@ def test_cmake_args_from_the_real_activation(tmp_path: Path, target: str, cuda: 
     """What conda-forge's compiler (and nvcc) activation exported, after build.sh: the source
     tree is a find root wherever there are roots (third_party lookups), NNPACK does not download
     six, and a cross build runs the build machine's protoc."""
-    from feedstock.conda_build_standin.activation import cmake_args
+    from feedstock.conda_build_standin.compiler_activation import cmake_args
 
     prefix, build_prefix = tmp_path / "prefix", tmp_path / "build_env"
     activated = cmake_args(target, prefix, build_prefix, cuda=cuda != "None", cross=cross)

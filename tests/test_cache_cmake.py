@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
+from feedstock.conda_build_standin.cpythons import CPython, make_conda_like_prefix
 from feedstock.paths import RECIPE
 from megabuild.cache.model import CacheFile
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache

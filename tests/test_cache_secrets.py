@@ -25,7 +25,7 @@ import pytest
 from conda_package_streaming.package_streaming import CondaComponent, stream_conda_component
 from feedstock.conda_build_standin import cache_servers
 from feedstock.conda_build_standin.cache_servers import S3Server, seaweedfs
-from feedstock.conda_build_standin.pythons import find_cpythons
+from feedstock.conda_build_standin.cpythons import find_cpythons
 from feedstock.telemetry import load_build, summarize
 from support import harness_docker
 from support.cache_servers import PREFIX, sccache_binary, unavailable

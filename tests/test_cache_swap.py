@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
+from feedstock.conda_build_standin.cpythons import CPython, make_conda_like_prefix
 from megabuild.cache.cli import diff_caches
 from megabuild.cache.model import CacheFile
 from megabuild.cache.options import set_options

@@ -55,7 +55,7 @@ from types import ModuleType
 
 import pytest
 from feedstock import patch_check
-from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
+from feedstock.conda_build_standin.cpythons import CPython, make_conda_like_prefix
 from feedstock.paths import RECIPE
 from megabuild.cache.model import CacheFile
 from megabuild.cache.python_swap import is_python_key, query_environment, query_interpreter

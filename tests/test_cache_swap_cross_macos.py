@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
+from feedstock.conda_build_standin.cpythons import CPython, make_conda_like_prefix
 from feedstock.paths import RECIPE
 from megabuild.cache.python_swap import is_python_key, query_interpreter
 from support.cmake_file_api import CacheEntries, differences, read_cache, request_cache

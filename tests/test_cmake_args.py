@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.activation import cmake_args
+from feedstock.conda_build_standin.compiler_activation import cmake_args
 from megabuild.cmake_args import add_find_root
 from megabuild.errors import MegabuildError
 from support.megabuild_cli import run_megabuild

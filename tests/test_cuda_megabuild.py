@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from feedstock.conda_build_standin import channel
 from feedstock.conda_build_standin.conda_build import RunResult, run_config
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons
 from feedstock.conda_build_standin.cuda_toolchain import Toolchain
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons
 from feedstock.conda_build_standin.recipe_tests import (
     CommandResult,
     RecipeTestEnv,

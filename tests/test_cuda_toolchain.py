@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin import activation, cuda_toolchain
+from feedstock.conda_build_standin import compiler_activation, cuda_toolchain
 from feedstock.conda_build_standin.cuda_toolchain import REQUIRE_ENV, TARGET_DIR, Toolchain
 from feedstock.telemetry import Build, Edge, Pass, render_markdown, summarize
 from support.cuda import device_code, expected_device_code, recipe_cuda_arch_list, toolchain_or_skip
@@ -43,7 +43,7 @@ def _nvcc_shared_library(
     """nvcc from the build env, with cuda-nvcc's activation flags, linking a shared library."""
     (tmp_path / "k.cu").write_text(KERNEL)
     env = {"PATH": f"{build_prefix / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    env.update(activation.nvcc_env("linux-64", prefix=host_prefix, cxx="g++"))
+    env.update(compiler_activation.nvcc_env("linux-64", prefix=host_prefix, cxx="g++"))
     cmd = [str(build_prefix / "bin" / "nvcc"), *_gencode(ARCHS), "-Xfatbin", "-compress-all", "-shared",
            "-Xcompiler", "-fPIC", "-cudart", "shared", "k.cu", "-o", "libk.so"]  # fmt: skip
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -37,8 +37,8 @@ from feedstock.conda_build_standin.conda_build import (
     run_config,
     variant_value,
 )
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons, find_freethreaded
 from feedstock.conda_build_standin.packaging import Package
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons, find_freethreaded
 from feedstock.conda_build_standin.recipe_tests import STAND_IN_EXPLAINED
 from feedstock.paths import RECIPE, REPO
 from feedstock.split_check.recipe import read_recipe

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from feedstock.conda_build_standin import channel, ninja
 from feedstock.conda_build_standin.conda_build import RunResult, find_config, run_config
-from feedstock.conda_build_standin.pythons import find_cpythons
+from feedstock.conda_build_standin.cpythons import find_cpythons
 
 pytestmark = pytest.mark.slow
 NEWEST = "1.1.2"

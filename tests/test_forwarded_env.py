@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from feedstock.conda_build_standin import ninja
 from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
-from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.cpythons import CPython
 from feedstock.conda_build_standin.skbuild_tree import SkbuildTree
 from megabuild.errors import MegabuildError
 from megabuild.pipeline import forwarded_env

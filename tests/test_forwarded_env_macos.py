@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.activation import cmake_args
+from feedstock.conda_build_standin.compiler_activation import cmake_args
 from megabuild.errors import MegabuildError
 from megabuild.pipeline import forwarded_env
 from test_build_env import run_build_sh

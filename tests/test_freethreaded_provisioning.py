@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from feedstock.conda_build_standin.pythons import FREETHREADED_VERSION, freethreaded_cache_dir
+from feedstock.conda_build_standin.cpythons import FREETHREADED_VERSION, freethreaded_cache_dir
 from support.freethreaded import REQUIRE_ENV, freethreaded_or_skip
 
 SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "provision-freethreaded-python.sh"

@@ -24,8 +24,8 @@ from feedstock.conda_build_standin.conda_build import (
     variant_python,
     variant_value,
 )
+from feedstock.conda_build_standin.cpythons import CPython
 from feedstock.conda_build_standin.prefix import pick_python
-from feedstock.conda_build_standin.pythons import CPython
 
 CUDA_CONFIG = "linux_64_cuda12.6"
 

@@ -7,7 +7,7 @@ import math
 import re
 from pathlib import Path
 
-from feedstock.conda_build_standin.layout import PREFIX_LENGTH, BuildFolder, padded
+from feedstock.conda_build_standin.build_folder import PREFIX_LENGTH, BuildFolder, padded
 from megabuild.model import TOP_LEVEL
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from feedstock.conda_build_standin import conda_build
 from feedstock.conda_build_standin.conda_build import HarnessError, find_config, run_config
-from feedstock.conda_build_standin.pythons import find_cpythons
+from feedstock.conda_build_standin.cpythons import find_cpythons
 from feedstock.paths import RECIPE
 from megabuild.model import TOP_LEVEL
 

@@ -4,7 +4,7 @@
 ``etc/conda/{activate,deactivate}.d/libtorch_*`` from ``recipe/activation/`` with the build's own
 list (``megabuild env``'s TORCH_CUDA_ARCH_LIST) for every CUDA config and nothing for a CPU one.
 The sh scripts are sourced as conda does
-(``feedstock.conda_build_standin.activation.run_activation_scripts``) in bash
+(``feedstock.conda_build_standin.compiler_activation.run_activation_scripts``) in bash
 and dash; the .bat scripts are interpreted with cmd's rules for the few constructs they use (no
 cmd.exe here). The e2e check (a real CUDA libtorch package, its activated test env, an extension
 build with the real nvcc) is in tests/test_cuda_megabuild.py.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from feedstock import parity
-from feedstock.conda_build_standin.activation import run_activation_scripts
+from feedstock.conda_build_standin.compiler_activation import run_activation_scripts
 from feedstock.configs import list_configs
 from feedstock.paths import RECIPE, REPO
 from megabuild import model

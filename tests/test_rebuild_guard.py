@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
-from feedstock.conda_build_standin.pythons import CPython
+from feedstock.conda_build_standin.cpythons import CPython
 from feedstock.conda_build_standin.skbuild_tree import SkbuildTree as Tree
 from feedstock.paths import RECIPE
 from megabuild.ninja_tool import edge_target

@@ -26,7 +26,7 @@ from feedstock.paths import RECIPE, REPO
 from feedstock.render import RenderedOutput, render_config
 from feedstock.split_check.layout import Layout, Placeholders, UnpackedWheel, layout_for, listing_layout
 from feedstock.split_check.platforms import BY_NAME
-from feedstock.split_check.pythons import PythonBuild
+from feedstock.split_check.python_builds import PythonBuild
 from feedstock.split_check.recipe import Recipe, matching, pick, read_recipe
 from feedstock.split_check.report import Level
 from feedstock.split_check.split_run import is_file_test, split_in

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from feedstock.conda_build_standin.conda_build import RunResult, run_config
-from feedstock.conda_build_standin.pythons import find_cpythons
+from feedstock.conda_build_standin.cpythons import find_cpythons
 from feedstock.paths import RECIPE
 
 DEBUG_MAP = "-fdebug-prefix-map"

@@ -3,8 +3,8 @@
 * ``pip_wheel_cache`` (session): a directory for pip's wheel cache, kept in
   pytest's cache dir (``.pytest_cache``) so repeated runs do not download again.
   (Falls back to a session temp dir with ``-p no:cacheprovider``.)
-  Pass it as ``cache_dir`` to :func:`feedstock.conda_build_standin.pythons.make_conda_like_prefix`.
-* ``cpythons`` (session): :func:`feedstock.conda_build_standin.pythons.find_cpythons`.
+  Pass it as ``cache_dir`` to :func:`feedstock.conda_build_standin.cpythons.make_conda_like_prefix`.
+* ``cpythons`` (session): :func:`feedstock.conda_build_standin.cpythons.find_cpythons`.
 * ``two_cpythons`` (session): the same, skipping the test when fewer than two are found.
 * ``freethreaded_python`` (session): the provisioned free-threaded CPython
   (:mod:`support.freethreaded`: skips without it, fails instead in CI).
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons
 from feedstock.conda_build_standin.prefix import SHARED_CACHE_ENV
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons
 from feedstock.paths import REPO as REPO_ROOT
 
 from support.freethreaded import freethreaded_or_skip

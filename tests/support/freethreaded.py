@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from feedstock.conda_build_standin.pythons import (
+from feedstock.conda_build_standin.cpythons import (
     FREETHREADED_ENV,
     CPython,
     find_freethreaded,

@@ -58,7 +58,7 @@ def run(argv: list[str]) -> int:
         print(f"script_env: {key}={value}", flush=True)
     sys.path[:0] = [str(root / "scripts"), str(root / "recipe")]
     from feedstock.conda_build_standin.conda_build import run_config
-    from feedstock.conda_build_standin.pythons import find_cpythons
+    from feedstock.conda_build_standin.cpythons import find_cpythons
 
     work = artifacts / "harness-work"
     work.mkdir(parents=True, exist_ok=True)

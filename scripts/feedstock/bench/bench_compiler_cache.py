@@ -36,7 +36,7 @@ from megabuild.compiler_cache import settings as cache_settings
 
 from feedstock.conda_build_standin import cache_servers
 from feedstock.conda_build_standin.conda_build import run_config
-from feedstock.conda_build_standin.pythons import find_cpythons
+from feedstock.conda_build_standin.cpythons import find_cpythons
 from feedstock.errors import UsageError
 from feedstock.telemetry import load_build, summarize
 

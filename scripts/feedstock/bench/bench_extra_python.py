@@ -31,7 +31,7 @@ from megabuild.split.spec import load_spec
 
 from feedstock.conda_build_standin import ninja
 from feedstock.conda_build_standin.conda_build import CONDA_FORGE_SKBUILD
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons
 from feedstock.conda_build_standin.skbuild_tree import SkbuildTree
 from feedstock.errors import UsageError
 from feedstock.paths import RECIPE

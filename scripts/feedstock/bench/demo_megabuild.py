@@ -25,8 +25,8 @@ from megabuild.model import LIBTORCH, LINALG, PYTORCH, TOP_LEVEL
 
 from feedstock.conda_build_standin import channel, ninja
 from feedstock.conda_build_standin.conda_build import RunResult, run_config
+from feedstock.conda_build_standin.cpythons import find_cpythons
 from feedstock.conda_build_standin.packaging import fmt_size
-from feedstock.conda_build_standin.pythons import find_cpythons
 from feedstock.errors import UsageError
 
 PROG = "feedstock demo-megabuild"

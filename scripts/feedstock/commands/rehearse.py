@@ -43,7 +43,7 @@ from feedstock.rehearsal.tree import DerivedWheel, run_pip
 from feedstock.render import RenderedOutput, render_config
 from feedstock.split_check.layout import Layout, conda_rows
 from feedstock.split_check.platforms import BY_NAME
-from feedstock.split_check.pythons import PythonBuild
+from feedstock.split_check.python_builds import PythonBuild
 from feedstock.split_check.recipe import pick
 from feedstock.split_check.report import Finding, Level
 from feedstock.split_check.split_run import Run, run_findings
@@ -225,7 +225,7 @@ def conda_python_rpath(executable: Path, original_lib: Path) -> None:
 
 
 def test_env(prefix: Path, home: Path) -> dict[str, str]:
-    from feedstock.conda_build_standin.activation import activation_env, install_binutils
+    from feedstock.conda_build_standin.compiler_activation import activation_env, install_binutils
 
     install_binutils(prefix, "linux-64")
     install_cuobjdump(prefix)

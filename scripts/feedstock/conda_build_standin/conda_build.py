@@ -1,6 +1,7 @@
 """Run one ``.ci_support`` config of the real recipe the way conda-build runs a multi-output recipe.
 
-* one build folder for the whole run, laid out as conda-build's (:mod:`feedstock.conda_build_standin.layout`):
+* one build folder for the whole run, laid out as conda-build's
+  (:mod:`feedstock.conda_build_standin.build_folder`):
   ``<work>/<top-level name>_<ms>/`` with the fixture copied in as ``work/`` (``SRC_DIR``),
   ``_build_env/`` (``BUILD_PREFIX``) and the host prefix ``_h_env_placehold_placehold...`` padded
   to 255 characters; ``<work>`` plays conda-build's croot and also holds the channel and caches;
@@ -38,8 +39,9 @@ from typing import Any, ParamSpec
 import yaml
 from megabuild.model import LINALG, PYTORCH
 
-from feedstock.conda_build_standin import activation, cuda_toolchain, ninja
-from feedstock.conda_build_standin.layout import BuildFolder
+from feedstock.conda_build_standin import compiler_activation, cuda_toolchain, ninja
+from feedstock.conda_build_standin.build_folder import BuildFolder
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons
 from feedstock.conda_build_standin.packaging import (
     BLAS_NAMES,
     Package,
@@ -60,7 +62,6 @@ from feedstock.conda_build_standin.prefix import (
     shared_cache,
     snapshot,
 )
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons
 from feedstock.conda_build_standin.source import copy_fixture, mirrored
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE as RECIPE_DIR
@@ -400,7 +401,7 @@ def script_env(
     # the build env's compilers (and nvcc) are activated before the script runs
     cuda = str(variant.get("cuda_compiler_version", "None")) != "None"
     env.update(
-        activation.activation_env(
+        compiler_activation.activation_env(
             TARGET_PLATFORM, prefix=prefix, build_prefix=build_prefix, src_dir=src_dir, pkg_name=pkg_name,
             pkg_version=version, cuda=cuda,
         )
@@ -480,8 +481,8 @@ class Runner:
         self.log = log
         self.cpu_count = cpu_count or (os.cpu_count() or 2)
         self.all_pythons = list(pythons) if pythons is not None else find_cpythons()
-        # conda-build's build folder (feedstock.conda_build_standin.layout), made once the recipe names the
-        # top level
+        # conda-build's build folder (feedstock.conda_build_standin.build_folder), made once the
+        # recipe names the top level
         self.folder: BuildFolder | None = None
         self.pkgs = self.work / "pkgs"
         self.channel = self.work / "channel"
@@ -638,7 +639,7 @@ class Runner:
         build_py = pick_python("3.12", self.all_pythons)
         python_prefix(build_py, self.build_prefix, ())
         # the binutils the activation's CMAKE_ARGS name (<triplet>-ar, ...) live in the build env
-        missing = activation.install_binutils(self.build_prefix, TARGET_PLATFORM)
+        missing = compiler_activation.install_binutils(self.build_prefix, TARGET_PLATFORM)
         if missing:
             self.notes.append(f"build env: no tool here for {', '.join(missing)}")
         # the recipe's `sccache` build requirement: the caller's, when it has one
@@ -750,7 +751,9 @@ class Runner:
             passed=self.passed_env,
         )
         if self.cuda_toolchain is not None:
-            env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=self.prefix, cxx=_compiler("c++")))
+            env.update(
+                compiler_activation.nvcc_env(TARGET_PLATFORM, prefix=self.prefix, cxx=_compiler("c++"))
+            )
         backup = self.work / "prefix_files_backup"  # conda-build's name
         if out is not None:  # conda-build copies the top level's new host files into each output's env
             copy_tree_files(backup, self.top_level_files, self.prefix)

@@ -20,7 +20,7 @@ lay it out (from the ``cuda-nvcc``, ``cuda-nvcc-impl`` and ``cuda-cudart`` feeds
   ``libcudart.so`` (the ``-dev`` link), and ``lib/`` links into the targets dir.
 
 What the activation of ``cuda-nvcc_linux-64`` exports is in
-:func:`feedstock.conda_build_standin.activation.nvcc_env`.
+:func:`feedstock.conda_build_standin.compiler_activation.nvcc_env`.
 Differences from conda-forge are listed in docs/testing.md ("A real CUDA compiler").
 """
 

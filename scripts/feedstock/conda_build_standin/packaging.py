@@ -15,13 +15,13 @@ from typing import Any
 
 from megabuild.binaries.elf import read_elf_file
 
+from feedstock.conda_build_standin.cpythons import CPython, make_conda_like_prefix
 from feedstock.conda_build_standin.prefix import (
     copy_tree_files,
     materialize_include,
     pip_install_target,
     snapshot,
 )
-from feedstock.conda_build_standin.pythons import CPython, make_conda_like_prefix
 from feedstock.wheel_files import sha256_of
 
 TIMESTAMP = 1_767_225_600_000

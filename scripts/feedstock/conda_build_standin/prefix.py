@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from feedstock.conda_build_standin.pythons import (
+from feedstock.conda_build_standin.cpythons import (
     CPython,
     abi_args,
     find_cpythons,

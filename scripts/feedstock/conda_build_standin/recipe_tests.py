@@ -2,13 +2,14 @@
 from the run's channel.
 
 conda-build makes one test env (``PREFIX`` is it; ``BUILD_PREFIX`` too; the build folder's
-``_test_env_placehold...``, :mod:`feedstock.conda_build_standin.layout`) holding the package, its
+``_test_env_placehold...``, :mod:`feedstock.conda_build_standin.build_folder`) holding the package, its
 run dependencies and the test requirements, activates it (the compilers' and nvcc's activation
 scripts among the requirements run, then the installed packages' ``etc/conda/activate.d``
 scripts), copies the test ``files`` into a test dir and runs each command there with ``bash -e``.
 Here the package and its run dependencies come from the channel (py-rattler), the compiler
 requirements are the caller's compilers on ``PATH`` with the activation's variables
-(``feedstock.conda_build_standin.activation``, which also sources the packages' activation scripts), and
+(``feedstock.conda_build_standin.compiler_activation``, which also sources the packages'
+activation scripts), and
 ``cuda-nvcc_linux-64`` is the real CUDA 13.0 toolchain laid out by
 :mod:`feedstock.conda_build_standin.cuda_toolchain`
 when there is one. Other test requirements (``cuda-nvrtc-dev``, ``nvtx-c``, ``pytest``, ...) are not
@@ -27,9 +28,9 @@ from typing import Any
 
 from megabuild import model
 
-from feedstock.conda_build_standin import activation, channel, cuda_toolchain
+from feedstock.conda_build_standin import channel, compiler_activation, cuda_toolchain
+from feedstock.conda_build_standin.build_folder import BuildFolder
 from feedstock.conda_build_standin.conda_build import TARGET_PLATFORM, tool_dirs
-from feedstock.conda_build_standin.layout import BuildFolder
 from feedstock.paths import TESTS
 from feedstock.test_commands import CommandResult, fresh_test_dir, run_command
 
@@ -87,7 +88,7 @@ def make_test_env(
     # compiler('c'/'cxx') renders to gcc_linux-64/gxx_linux-64: its <triplet>-gcc/-c++ (CC, CXX)
     wants_compiler = any(r.startswith(("gcc_", "gxx_")) for r in requires)
     if wants_compiler:
-        activation.install_binutils(prefix, TARGET_PLATFORM)
+        compiler_activation.install_binutils(prefix, TARGET_PLATFORM)
     if wants_nvcc and toolchain is not None:
         cuda_toolchain.install_build_env(toolchain, prefix)
     test_dir = fresh_test_dir(folder.test_dir, test, recipe_dir)
@@ -105,19 +106,19 @@ def make_test_env(
     if py:
         env["SP_DIR"] = str(py[0])
     env.update(
-        activation.activation_env(
+        compiler_activation.activation_env(
             TARGET_PLATFORM, prefix=prefix, build_prefix=prefix, src_dir=test_dir, pkg_name=name,
             pkg_version="0", cuda=wants_nvcc,
         )
     )  # fmt: skip
     if not wants_compiler:
-        for var in activation.COMPILERS:
+        for var in compiler_activation.COMPILERS:
             env.pop(var)
     if wants_nvcc and toolchain is not None:
         cxx = shutil.which("c++") or "c++"
-        env.update(activation.nvcc_env(TARGET_PLATFORM, prefix=prefix, cxx=cxx))
+        env.update(compiler_activation.nvcc_env(TARGET_PLATFORM, prefix=prefix, cxx=cxx))
     # conda-build's test script activates the test env: the installed packages' activate.d scripts
-    env = activation.run_activation_scripts(prefix, env)
+    env = compiler_activation.run_activation_scripts(prefix, env)
     return RecipeTestEnv(prefix, test_dir, env, dists)
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from megabuild import model
 
+from feedstock.conda_build_standin.build_folder import BuildFolder
 from feedstock.conda_build_standin.conda_build import skbuild_packages
-from feedstock.conda_build_standin.layout import BuildFolder
+from feedstock.conda_build_standin.cpythons import CPython
 from feedstock.conda_build_standin.prefix import python_prefix
-from feedstock.conda_build_standin.pythons import CPython
 from feedstock.conda_build_standin.source import MIRRORED_PATCHES, copy_fixture
 from feedstock.errors import FeedstockError
 from feedstock.paths import RECIPE
@@ -41,7 +41,7 @@ class SkbuildTree:
         ``patched=False``: upstream's lines as they are."""
         folder = BuildFolder.new(
             work, model.TOP_LEVEL
-        )  # conda-build's layout (feedstock.conda_build_standin.layout)
+        )  # conda-build's layout (feedstock.conda_build_standin.build_folder)
         tree = cls(folder.work, folder.host_prefix, version, pip_cache)
         names = MIRRORED_PATCHES if patched else ()
         copy_fixture(tree.src, [RECIPE / "patches" / name for name in names])

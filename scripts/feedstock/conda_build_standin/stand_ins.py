@@ -21,7 +21,7 @@ build string
 * the compilers as conda-forge lays them out: ``gcc_linux-64`` / ``gxx_linux-64`` with
   ``bin/<triplet>-{cc,gcc,cpp,c++,g++,ar,...}`` (wrappers of this machine's gcc and binutils) and
   ``etc/conda/activate.d`` scripts exporting what ctng-compiler-activation's do
-  (:mod:`feedstock.conda_build_standin.activation`); ``sysroot_linux-64`` (empty: the machine's
+  (:mod:`feedstock.conda_build_standin.compiler_activation`); ``sysroot_linux-64`` (empty: the machine's
   glibc is the sysroot);
 * the netlib and OpenBLAS-backed BLAS of the fixture (``tests/fixture/libblas``), MAGMA's stand-in
   and CUDA 13.0 from NVIDIA's wheels (:mod:`feedstock.conda_build_standin.cuda_toolchain`) when a toolchain
@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from feedstock.channel import stand_in_records
-from feedstock.conda_build_standin import activation, cuda_toolchain
+from feedstock.conda_build_standin import compiler_activation, cuda_toolchain
 from feedstock.conda_build_standin.channel import index
+from feedstock.conda_build_standin.cpythons import CPython
 from feedstock.conda_build_standin.packaging import (
     BLAS_NAMES,
     PREFIX_PLACEHOLDER,
@@ -64,7 +65,6 @@ from feedstock.conda_build_standin.packaging import (
     python_package,
 )
 from feedstock.conda_build_standin.prefix import pip_install_target, snapshot
-from feedstock.conda_build_standin.pythons import CPython
 from feedstock.render import _external_exports
 from feedstock.specs import spec_name, spec_parts
 
@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parents[2]
 BLAS_FIXTURE = REPO / "tests" / "fixture" / "libblas"
 MAGMA_FIXTURE = REPO / "tests" / "fixture" / "libmagma"
 SUBDIR = "linux-64"
-TRIPLET = activation.TRIPLETS[SUBDIR]
+TRIPLET = compiler_activation.TRIPLETS[SUBDIR]
 # per-Python packages from PyPI wheels: conda name -> pip requirement
 WHEELS: dict[str, str] = {
     "pip": "pip",
@@ -271,9 +271,9 @@ def tool_package(name: str, work: Path, cache: Path | None) -> Package:
 
 def _activation_script(names: Iterable[str], tools: Mapping[str, str]) -> str:
     """An activation script exporting ``names`` of
-    :func:`feedstock.conda_build_standin.activation.activation_env` and
+    :func:`feedstock.conda_build_standin.compiler_activation.activation_env` and
     the tool variables ``tools`` (VAR -> wrapper suffix), with the prefixes as shell variables."""
-    env = activation.activation_env(
+    env = compiler_activation.activation_env(
         SUBDIR,
         prefix=Path("${PREFIX:-$CONDA_PREFIX}"),
         build_prefix=Path("${CONDA_PREFIX}"),
@@ -287,7 +287,7 @@ def _activation_script(names: Iterable[str], tools: Mapping[str, str]) -> str:
     lines += [f'export {name}="{env[name]}"' for name in names]
     if (
         "CMAKE_ARGS" in names
-    ):  # conda-forge/cmake-feedstock#196 (feedstock.conda_build_standin.activation.cmake_args)
+    ):  # conda-forge/cmake-feedstock#196 (feedstock.conda_build_standin.compiler_activation.cmake_args)
         lines.append(
             'if [ -f "${PREFIX:-$CONDA_PREFIX}/bin/python" ]; then '
             'export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_POLICY_DEFAULT_CMP0094=NEW"; fi'
@@ -315,7 +315,7 @@ def compiler_package(name: str, tools: Mapping[str, str], script: str, work: Pat
 
 
 def _compilers(work: Path) -> list[Package]:
-    env = activation.activation_env(
+    env = compiler_activation.activation_env(
         SUBDIR,
         prefix=Path("/p"),
         build_prefix=Path("/b"),
@@ -510,7 +510,7 @@ def cuda_packages(toolchain: cuda_toolchain.Toolchain, work: Path) -> list[Packa
         if root.exists():
             shutil.rmtree(root)
     cuda_toolchain.install_build_env(toolchain, nvcc_root)
-    env = activation.nvcc_env(SUBDIR, prefix=Path("${PREFIX:-$CONDA_PREFIX}"), cxx="${CXX}")
+    env = compiler_activation.nvcc_env(SUBDIR, prefix=Path("${PREFIX:-$CONDA_PREFIX}"), cxx="${CXX}")
     lines = [f'export {k}="{v}"' for k, v in env.items()]
     lines.append(
         'export CMAKE_ARGS="${CMAKE_ARGS} -DCMAKE_FIND_ROOT_PATH=${PREFIX:-$CONDA_PREFIX};'

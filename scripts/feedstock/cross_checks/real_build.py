@@ -39,7 +39,7 @@ from pathlib import Path
 
 from megabuild.model import LIBTORCH, LINALG, PYTORCH
 
-from feedstock.conda_build_standin.pythons import CPython, find_cpythons, find_freethreaded
+from feedstock.conda_build_standin.cpythons import CPython, find_cpythons, find_freethreaded
 from feedstock.errors import FeedstockError, UsageError
 from feedstock.package_compare import KNOWN, PackageView, compare, view_from_dir
 from feedstock.paths import RECIPE, TESTS

@@ -11,7 +11,7 @@ The rehearsal runs the same split procedure on a real wheel.
 ``metadata``: the new wheels' METADATA and WHEEL (Python range, backend, requirements) against the recipe.
 ``patches``: every recipe patch dry-run against the files each new wheel holds.
 ``platforms``: the platforms the recipe builds, as the check picks them (``--platforms``).
-``pythons``: a CPython build as wheels, listings and variants name it (3.14 and 3.14t apart).
+``python_builds``: a CPython build as wheels, listings and variants name it (3.14 and 3.14t apart).
 ``recipe``: what the feedstock builds today: its version, its Pythons and the configs to render.
 ``report``: the one report of a check: findings in sections, one line each.
 ``run``: the version-bump check: every step in order, one report.

@@ -37,7 +37,7 @@ from ..errors import FeedstockError
 from ..render import RenderedOutput
 from ..wheel_files import Row, read_listing
 from .platforms import BY_LISTING_TAG
-from .pythons import PythonBuild
+from .python_builds import PythonBuild
 from .recipe import Recipe, config_for, cuda_of, rendered
 from .split_spec import SpecUnavailable, SplitSpec
 

@@ -12,7 +12,7 @@ from megabuild.model import GENERIC_BLAS, LinalgVariant
 from ..configs import Config, list_configs
 from ..errors import UsageError
 from ..render import RenderedOutput, render_config
-from .pythons import PythonBuild
+from .python_builds import PythonBuild
 
 _SET = r"^\{%-?\s*set\s+%s\s*=\s*\"([^\"]+)\"\s*-?%\}"
 

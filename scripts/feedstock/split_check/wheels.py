@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import patch_check
 from ..errors import FeedstockError, UsageError
 from .platforms import Platform
-from .pythons import PythonBuild
+from .python_builds import PythonBuild
 
 DOWNLOAD_TIMEOUT = 1800.0  # seconds; the linux CUDA wheel is over 500 MB
 # pip's words for "the index could not be reached" (urllib3 / requests / the resolver).
