@@ -88,6 +88,8 @@ TEGRA = ArmVariant("tegra", "aarch64-linux", cuda_versions=("12.9",), c_stdlib_v
 Tegra CUDA packages exist for 12.9 and need glibc 2.34. From CUDA 13.0 on Tegra devices (Thor,
 Orin with JetPack 7) are SBSA-compliant: the sbsa 13.0 build covers them."""
 ARM_VARIANTS = (SBSA, TEGRA)
+ARM_VARIANT_NAMES = tuple(v.name for v in ARM_VARIANTS)
+"""``arm_variant_type`` values, the default first."""
 
 
 def arm_variant(name: str) -> ArmVariant:
@@ -95,7 +97,7 @@ def arm_variant(name: str) -> ArmVariant:
     for variant in ARM_VARIANTS:
         if variant.name == name:
             return variant
-    known = ", ".join(v.name for v in ARM_VARIANTS)
+    known = ", ".join(ARM_VARIANT_NAMES)
     raise MegabuildError(f"{ARM_VARIANT_KEY} {name!r} is not one the feedstock builds ({known})")
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from megabuild.model import ARM_VARIANTS, SBSA
+from megabuild.model import ARM_VARIANT_NAMES, PLATFORMS, SBSA
 
 from .errors import FeedstockError
 from .specs import as_list, spec_name, spec_parts
@@ -245,8 +245,7 @@ def _cuda_version_record(version: str) -> dict[str, Any]:
 
 ARM_VARIANT = "arm-variant"
 ARM_VARIANT_FEATURE = "arm-variant-tegra"
-ARM_VARIANT_SUBDIRS = ("linux-aarch64",)
-ARM_VARIANT_BUILDS = tuple(v.name for v in ARM_VARIANTS)
+ARM_VARIANT_SUBDIRS = tuple(p.subdir for p in PLATFORMS if p.arm_variants)
 
 
 def _arm_variant_record(build: str) -> dict[str, Any]:
@@ -300,7 +299,7 @@ def stand_in_records(
     freethreaded = tuple(freethreaded)
     out: list[dict[str, Any]] = [*_python_records(freethreaded), *_blas_records(subdir)]
     if subdir in ARM_VARIANT_SUBDIRS:  # on conda-forge whether or not a package depends on it
-        out += [_arm_variant_record(build) for build in ARM_VARIANT_BUILDS]
+        out += [_arm_variant_record(build) for build in ARM_VARIANT_NAMES]
     pending += [dep for r in out for dep in r["depends"]]
     seen: set[str] = set()
     while pending:

@@ -21,16 +21,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from megabuild.model import ARM_VARIANTS as ARM_VARIANT_FACTS
+# an alias token selects linux-aarch64 configs by an arm variant: ``linux_aarch64_tegra``
+from megabuild.model import ARM_VARIANT_NAMES as ARM_VARIANTS
 from megabuild.model import BLAS_IMPLS, GENERIC_BLAS
 
 from .errors import UsageError, capped
 
 PLATFORMS = ("linux_64", "linux_aarch64", "osx_64", "osx_arm64", "win_64")
 """Platforms an alias may start with (longest names first where one is a prefix of another)."""
-ARM_VARIANTS = tuple(v.name for v in ARM_VARIANT_FACTS)
-"""``arm_variant_type`` values, the default first. An alias token selects linux-aarch64 configs by
-it: ``linux_aarch64_tegra``."""
 
 _KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*):\s*$")
 _SUBKEY_RE = re.compile(r"^( +)([A-Za-z_][A-Za-z0-9_.\-]*):\s*(.*?)\s*$")

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from megabuild.model import GENERIC_BLAS, PYTORCH, SBSA
+from megabuild.model import ARM_VARIANT_KEY, GENERIC_BLAS, PLATFORMS, PYTORCH, SBSA
 
 from feedstock.configs import list_configs
 from feedstock.errors import FeedstockError
 from feedstock.paths import REPO, TESTS
+from feedstock.specs import spec_name
 
 DATA = TESTS / "data" / "requirements-vs-conda-forge.json"
 CONDA_FORGE_REPO = "conda-forge/pytorch-cpu-feedstock"
@@ -182,11 +183,18 @@ class Recorded:
 # -- normalization -------------------------------------------------------------------------------
 
 
+def arm_of(variant: Mapping[str, str]) -> str:
+    """A CUDA build's arm variant where its platform has them (the CPU build has none), else ""."""
+    cuda_build = variant.get("cuda_compiler_version", "None") != "None"
+    has_arms = any(p.subdir == variant["target_platform"] and p.arm_variants for p in PLATFORMS)
+    return variant.get(ARM_VARIANT_KEY, "") if cuda_build and has_arms else ""
+
+
 def pair_of(variant: Mapping[str, str]) -> Pair:
     subdir = variant["target_platform"]
     cuda = variant.get("cuda_compiler_version", "None")
     cuda_kind = "cpu" if cuda == "None" else "cuda" + cuda.split(".")[0]
-    arm = variant.get("arm_variant_type", "") if cuda != "None" and subdir == "linux-aarch64" else ""
+    arm = arm_of(variant)
     return Pair(
         subdir, cuda_kind, "" if arm == DEFAULT_ARM_VARIANT else arm, variant.get("blas_impl", GENERIC_BLAS)
     )
@@ -281,9 +289,7 @@ def normalize(config: str, raws: Sequence[RawOutput]) -> Rendered:
         build=min(r.build_number for r in raws),
         cuda=first.get("cuda_compiler_version", "None"),
         blas=first.get("blas_impl", GENERIC_BLAS),
-        arm=first.get("arm_variant_type", "")
-        if pair.cuda != "cpu" and pair.subdir == "linux-aarch64"
-        else "",
+        arm=arm_of(first),
     )
     outputs = {}
     for raw in raws:
@@ -309,7 +315,7 @@ def normalize(config: str, raws: Sequence[RawOutput]) -> Rendered:
 def _by_name(specs: Iterable[str]) -> dict[str, str]:
     grouped: dict[str, list[str]] = defaultdict(list)
     for spec in specs:
-        grouped[spec.split()[0]].append(spec)
+        grouped[spec_name(spec)].append(spec)
     return {name: ", ".join(sorted(group)) for name, group in grouped.items()}
 
 
