@@ -131,6 +131,9 @@ CASES: dict[str, Case | tuple[Case, pytest.MarkDecorator]] = {
     "run_cross_checks-ref-not-a-version": Case("cross-check", ("--ref", "conda=main")),
     "run_cross_checks-missing-python": Case("cross-check", ("--python", MISSING)),
     "smithy_lint-missing-pinning": Case("smithy-lint", ("--pinning", MISSING)),
+    # rehearse.py: both refused before any download
+    "rehearse-work-not-empty": Case("rehearse", ("--work", BAD)),
+    "rehearse-not-enough-disk": Case("rehearse", ("--work", f"{BAD}/new", "--min-free-gb", "1000000")),
     # the command itself
     "feedstock-unknown-command": Case("", ("nosuch",)),
     # build-locally.py and build-all
@@ -186,3 +189,24 @@ def test_bad_input_gives_one_error_line(case: Case, tmp_path: Path) -> None:
     assert re.match(rf"{re.escape(case.prog)}: error: \S", last), stderr
     assert len(stderr) < MAX_STDERR, stderr
     assert not (workdir.exists() and any(workdir.iterdir())), "bad input left files behind"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_full_disk_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/full answers every write with ENOSPC, the error a rehearsal met on a full CI disk.
+    from megabuild.errors import run_main
+
+    def main(argv: object) -> int:
+        with open("/dev/full", "wb") as out:
+            out.write(b"x" * 65536)
+        return 0
+
+    assert run_main("feedstock rehearse", main, []) == 1
+    err = capsys.readouterr().err
+    assert err == "feedstock rehearse: error: No space left on device\n", err  # a write names no file
+
+    def a_bug(argv: object) -> int:
+        raise FileNotFoundError(2, "No such file or directory", "/nowhere")
+
+    with pytest.raises(FileNotFoundError):  # only a full disk is the machine's state, not a bug
+        run_main("feedstock rehearse", a_bug, [])
