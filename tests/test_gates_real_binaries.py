@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -93,9 +94,11 @@ def _lay_out(subdir: str, config: dict[str, str], work: Path) -> Layout:
 
 
 @pytest.fixture(scope="module")
-def linux_cuda(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+def linux_cuda(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
     keys = {"target_platform": "linux-64", "cuda_compiler_version": "13.0", "blas_impl": "mkl"}
-    return _lay_out("linux-64", keys, tmp_path_factory.mktemp("linux-64"))
+    work = tmp_path_factory.mktemp("linux-64")
+    yield _lay_out("linux-64", keys, work)
+    shutil.rmtree(work, ignore_errors=True)  # gigabytes; the rehearsal runs next on the same disk
 
 
 def _run(command: str, layout: Layout, cwd: Path) -> CommandResult:

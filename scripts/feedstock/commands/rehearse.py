@@ -52,6 +52,10 @@ from feedstock.split_check.tree_build import Places, SplitStepFailed, files_unde
 
 PROG = "feedstock rehearse"
 
+# The most the work dir held in one run of 2.14.1 (7.9 GB: the CUDA runtime files 3.4, the env 2.3,
+# the packages 1.2), with room for inductor's cache and a larger next release.
+MIN_FREE_GB = 10
+
 CONFIG = "linux_64_cuda13.0_mkl"  # upstream's x86_64 wheels link MKL statically: the MKL config
 CUDA = "13.0"
 PY = wheels.PYTHON
@@ -250,6 +254,9 @@ def test_env(prefix: Path, home: Path) -> dict[str, str]:
         "PYTHON": str(prefix / "bin" / "python"),
         "CMAKE_GENERATOR": "Ninja",
         "PATH_TOOLS": "",
+        # inductor's cache (by default /tmp/torchinductor_<user>, kept forever) in the work dir:
+        # removed with it, and no run reuses another's compiled kernels
+        "TORCHINDUCTOR_CACHE_DIR": str(home / "torchinductor"),
     } | {"PATH": f"{prefix / 'bin'}:{_tool_path()}:/usr/bin:/bin"}
 
 
@@ -309,6 +316,16 @@ def run_checks(prefix: Path, pkgs: list[Any], work: Path) -> list[checks.Outcome
     return outcomes
 
 
+def _enough_disk(work: Path, need_gb: float) -> None:
+    """Stop before the first byte when the disk cannot hold a run (not half-way, gigabytes in)."""
+    existing = next(p for p in (work, *work.parents) if p.exists())
+    free = shutil.disk_usage(existing).free / 1e9
+    if free < need_gb:
+        raise FeedstockError(
+            f"{existing} has {free:.1f} GB free; the rehearsal needs about {need_gb:g} GB (--min-free-gb)"
+        )
+
+
 ARGS = argparse.Namespace()
 
 
@@ -329,18 +346,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="work dir (default: a temporary one, removed)")
     parser.add_argument("--offline", action="store_true", help="use the wheel cache only; fail if it misses")
     parser.add_argument("--no-compare", action="store_true", help="skip the plain-pip venv comparison")
+    parser.add_argument(
+        "--min-free-gb", type=float, default=MIN_FREE_GB, metavar="GB",
+        help="free disk the work dir needs before the run starts (default %(default)s)",
+    )  # fmt: skip
     ARGS = args = parser.parse_args(argv)
     t_all = time.monotonic()
     cache = patch_check.cache_dir()
     extras = ["nvcc"]  # the test sections' cuda-nvcc_linux-64, as the wheel's own toolkit pin
+    if args.work is not None and args.work.exists() and any(args.work.iterdir()):
+        raise FeedstockError(f"work dir {args.work} is not empty")
+    _enough_disk(args.work or Path(tempfile.gettempdir()), args.min_free_gb)
     downloads = (
         wheels.cached(args.version, cache) if args.offline else wheels.download(args.version, cache, extras)
     )
     if downloads is None:
         raise FeedstockError(f"no cached wheels of torch {args.version} in {cache} (run without --offline)")
     work = args.work or Path(tempfile.mkdtemp(prefix="rehearsal-"))
-    if work.exists() and any(work.iterdir()):
-        raise FeedstockError(f"work dir {work} is not empty")
     work.mkdir(parents=True, exist_ok=True)
     report: list[str] = [f"torch {args.version}: {downloads.torch.name}; config {args.config}"]
     try:
