@@ -13,15 +13,17 @@ rerenders copies of
 * ``conda-forge``: conda-forge's pytorch-cpu feedstock at the commit the cross-checks pin;
 * ``this``: this feedstock's working tree (``--patch FILE``: with that diff applied);
 * ``this+1py``: the same with one more Python in the megabuild's list (a migration adding
-  ``3.15.* *_cp315``, the shape of the next PyTorch), so that the cost of a Python is known.
+  ``3.15.* *_cp315``, the shape of the next PyTorch), so that the cost of a Python is known;
+* ``conda-forge+1py``: conda-forge's with the same migration, the growth to compare with.
 
 For each it prints the wall time, the CPU time (user + system; a busy machine stretches the wall
 time, hardly the CPU time), the peak memory and the number of configs, then the ratio
-``this / conda-forge`` and the growth ``this+1py / this`` of both times, and whether ``this``
-rerendered to the committed ``.ci_support/`` byte for byte. ``--phases`` times conda-build's
-and conda-smithy's phases inside each rerender (a few wrapped functions, little overhead) and
-prints them; docs/testing.md explains them. ``--profile`` runs each rerender under cProfile
-(about twice as slow), keeps ``logs/NAME.prof`` in the work dir and prints its top functions.
+``this / conda-forge`` and each feedstock's growth with one more Python, of both times, and
+whether ``this`` rerendered to the committed ``.ci_support/`` byte for byte. ``--phases`` times
+conda-build's and conda-smithy's phases inside each rerender (a few wrapped functions, little
+overhead) and prints them; docs/testing.md explains them. ``--profile`` runs each rerender under
+cProfile (about twice as slow), keeps ``logs/NAME.prof`` in the work dir and prints its top
+functions.
 No test runs this: a rerender takes minutes.
 """
 
@@ -56,7 +58,8 @@ PHASE_SHIM = "--phase-shim"  # internal: run conda-smithy in this process with t
 IDENTITY = {"NAME": "t", "EMAIL": "t@example.invalid"}  # of the snapshot commits, as the tests'
 COPY_IGNORE = (".git", "build_artifacts", "__pycache__", ".pytest_cache", ".ruff_cache")
 CONDA_FORGE = "pytorch-cpu-feedstock"  # the cross-checks' source of conda-forge's feedstock
-NAMES = ("conda-forge", "this", "this+1py")
+NAMES = ("conda-forge", "this", "this+1py", "conda-forge+1py")
+EXTRA = "+1py"  # the suffix of a name rerendered with one more Python
 EXTRA_PYTHON = "3.15.* *_cp315"
 # one more Python, as conda-forge's pinning adds one: a key_add migration of the python zip
 # (python, is_python_min, is_freethreading, is_abi3), kept by the rerender (use_local)
@@ -212,7 +215,9 @@ def snapshot(source: Path, dest: Path, patch: Path | None = None, extra_python: 
     if patch is not None:
         git(dest, "apply", str(patch.resolve()))
     if extra_python:
-        (dest / ".ci_support" / "migrations" / "python315_benchmark.yaml").write_text(EXTRA_PYTHON_MIGRATION)
+        migrations = dest / ".ci_support" / "migrations"
+        migrations.mkdir(parents=True, exist_ok=True)
+        (migrations / "python315_benchmark.yaml").write_text(EXTRA_PYTHON_MIGRATION)
     git(dest, "add", "-A", "-f", ".")
     git(dest, "commit", "-qm", "snapshot")
     return dest
@@ -254,6 +259,7 @@ def environment(ns: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[st
         print(f"rerender.py: installing the cross-checks' environment into {venv}", flush=True)
         rc.install(ns.python, venv, src, sources)
         rc.add_stand_ins(venv)
+    _with_this_checkout(venv)
     full = work / "conda-forge-feedstock"
     if not (full / CONDA_FORGE / "conda-forge.yml").exists():  # all of it, not only recipe/
         shutil.rmtree(full, ignore_errors=True)
@@ -261,6 +267,17 @@ def environment(ns: argparse.Namespace, work: Path) -> tuple[Path, Path, dict[st
         rc.gather_sources(whole, ns.sources, full)
     shutil.rmtree(work / "pinning", ignore_errors=True)
     return venv, full / CONDA_FORGE, rc.tool_env(venv, work, src)
+
+
+def _with_this_checkout(venv: Path) -> None:
+    """``--phases`` runs ``python -m feedstock`` in the environment: a reused one made from another
+    checkout (or before the tools were a package) gets this one, editable."""
+    python = str(rc.venv_python(venv))
+    ours = str(REPO / "scripts" / "feedstock" / "__init__.py")
+    probe = f"import feedstock, sys; sys.exit(feedstock.__file__ != {ours!r})"
+    if subprocess.run([python, "-c", probe], capture_output=True, check=False).returncode != 0:
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+        rc.run([*pip, "-e", str(REPO)], what="pip install -e (this checkout)")
 
 
 def run(ns: argparse.Namespace, work: Path) -> list[Result]:
@@ -273,10 +290,11 @@ def run(ns: argparse.Namespace, work: Path) -> list[Result]:
     results = []
     for name in ns.only or NAMES:
         dest = copies / name.replace("+", "-")
-        if name == "conda-forge":
-            snapshot(conda_forge, dest)
+        extra_python = name.endswith(EXTRA)
+        if name.startswith("conda-forge"):
+            snapshot(conda_forge, dest, extra_python=extra_python)
         else:
-            snapshot(REPO, dest, ns.patch, extra_python=name == "this+1py")
+            snapshot(REPO, dest, ns.patch, extra_python=extra_python)
         timed = command
         python = str(venv / "bin" / "python")
         if ns.phases:
@@ -312,13 +330,14 @@ def print_profile(name: str, path: Path, top: int = 30) -> None:
 def report(results: Sequence[Result]) -> None:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     print(f"\n{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB")
-    print(f"{'':12} {'wall s':>8} {'CPU s':>8} {'peak GiB':>9} {'configs':>8}")
+    print(f"{'':16} {'wall s':>8} {'CPU s':>8} {'peak GiB':>9} {'configs':>8}")
     for r in results:
-        print(f"{r.name:12} {r.wall:8.0f} {r.cpu:8.0f} {r.peak_gb:9.2f} {r.configs:8d}")
+        print(f"{r.name:16} {r.wall:8.0f} {r.cpu:8.0f} {r.peak_gb:9.2f} {r.configs:8d}")
     by = {r.name: r for r in results}
     for label, a, b in (
         ("ratio this / conda-forge", "this", "conda-forge"),
         ("growth this+1py / this", "this+1py", "this"),
+        ("growth conda-forge+1py / conda-forge", "conda-forge+1py", "conda-forge"),
     ):
         if a in by and b in by:
             print(f"{label}: wall {by[a].wall / by[b].wall:.2f}, CPU {by[a].cpu / by[b].cpu:.2f}")
