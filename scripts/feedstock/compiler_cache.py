@@ -38,7 +38,6 @@ from feedstock.errors import UsageError
 
 DEFAULT_KEY_PREFIX = "pytorch-feedstock/v1"
 REMOTE_SCHEMES = ("s3", "redis", "rediss")
-LEVEL_NAMES = ("disk", "s3", "redis")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
 

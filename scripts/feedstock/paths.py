@@ -8,7 +8,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipe"
 SCRIPTS = REPO / "scripts"
-CI_SUPPORT = REPO / ".ci_support"
 TESTS = REPO / "tests"
 
 # Relative to a feedstock root: build-locally.py and build_all.py run on copies of the

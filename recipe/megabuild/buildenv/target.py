@@ -86,10 +86,6 @@ class BuildTarget:
         return self.target_platform.startswith("win-")
 
     @property
-    def is_linux(self) -> bool:
-        return self.target_platform.startswith("linux-")
-
-    @property
     def is_cross(self) -> bool:
         return self.target_platform != self.build_platform
 

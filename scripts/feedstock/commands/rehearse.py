@@ -303,12 +303,11 @@ def output_env(out: RenderedOutput, main: Path, work: Path) -> Path:
     return prefix
 
 
-def run_checks(prefix: Path, pkgs: list[Any], work: Path) -> list[checks.Outcome]:
-    _config, outputs = _outputs(ARGS.config)
+def run_checks(prefix: Path, pkgs: list[Any], layout: Layout, work: Path) -> list[checks.Outcome]:
     (work / "home").mkdir(exist_ok=True)
     wanted = {p.dist for p in pkgs}
     outcomes: list[checks.Outcome] = []
-    for out in outputs:
+    for out in layout.outputs:
         if out.dist not in wanted or not out.test:
             continue
         env = test_env(output_env(out, prefix, work), work / "home")
@@ -326,11 +325,7 @@ def _enough_disk(work: Path, need_gb: float) -> None:
         )
 
 
-ARGS = argparse.Namespace()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    global ARGS
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -350,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--min-free-gb", type=float, default=MIN_FREE_GB, metavar="GB",
         help="free disk the work dir needs before the run starts (default %(default)s)",
     )  # fmt: skip
-    ARGS = args = parser.parse_args(argv)
+    args = parser.parse_args(argv)
     t_all = time.monotonic()
     cache = patch_check.cache_dir()
     extras = ["nvcc"]  # the test sections' cuda-nvcc_linux-64, as the wheel's own toolkit pin
@@ -373,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.monotonic()
         prefix, _solved, lines = make_env(pkgs, downloads, work)
         report += [*lines, f"env: {time.monotonic() - t0:.0f}s"]
-        outcomes = run_checks(prefix, pkgs, work)
+        outcomes = run_checks(prefix, pkgs, layout, work)
         env = test_env(prefix, work / "home")
         smoke = checks.smoke_test(prefix / "bin" / "python", env, work)
         outcomes += [
